@@ -1,0 +1,325 @@
+import type { PluginInput } from "@opencode-ai/plugin";
+import { realpath, stat } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
+import { ContextCache, type CachedFile } from "./cache.ts";
+import { condense } from "./condense.ts";
+import { discover } from "./discover.ts";
+import type { Logger } from "./log.ts";
+import type { ResolvedOptions } from "./options.ts";
+import { isInside, toolPaths, touchedDirectories } from "./paths.ts";
+import { render, type Measure } from "./render.ts";
+import { Sessions, type Memo, type SessionState } from "./sessions.ts";
+import { loadTokenizer, type Tokenizer } from "./tokens.ts";
+import { DirectoryWatcher } from "./watch.ts";
+
+export interface EngineSettings {
+  /** Where relative tool paths resolve and where every session's own chain starts. */
+  directory: string;
+  /** The walk's upper bound. */
+  worktree: string;
+  options: ResolvedOptions;
+  log: Logger;
+  client: PluginInput["client"] | undefined;
+}
+
+/** What a directory a session touched stands for on disk. */
+interface Start {
+  /** Real directory the walk starts from (the nearest one that exists). */
+  dir: string;
+  /** The first directory below it that does not exist yet, if the touched path is not there. */
+  missing?: string;
+}
+
+const HISTORY_TIMEOUT_MS = 3000;
+/** Tools that only read: a context file they name has not changed. */
+const READ_ONLY_TOOLS = new Set(["read", "glob", "grep", "list"]);
+const HOST_INSTRUCTIONS = /^Instructions from: (.+)$/gm;
+
+/**
+ * The plugin's shared state and the work behind every hook: touched paths per session, one
+ * watched cache of context files, and the memoized block each session gets.
+ */
+export class Engine {
+  readonly cache: ContextCache;
+  readonly watcher: DirectoryWatcher | undefined;
+  readonly sessions: Sessions;
+  /** Validate by stat before every step: no watcher was asked for, or it failed. */
+  private statMode: boolean;
+  private disposed = false;
+  private readonly starts = new Map<string, Start>();
+  private readonly realPaths = new Map<string, Promise<string>>();
+  private lastSystem = "";
+  private lastHostKey = "";
+
+  private constructor(
+    private readonly settings: EngineSettings,
+    /** The worktree with symlinks resolved: every containment decision is made against it. */
+    readonly realRoot: string,
+    private readonly sessionStart: string,
+  ) {
+    const { options, log } = settings;
+    this.sessions = new Sessions(options.maxTouchedDirs);
+    this.statMode = !options.watch;
+    this.watcher = options.watch
+      ? new DirectoryWatcher({
+          fileNames: options.fileNames,
+          onChange: (dir) => this.cache.invalidate(dir),
+          onFailure: (error) => {
+            this.statMode = true;
+            log.log("warn", `file watching stopped (${error.message}); context files are now checked by stat before every step`);
+          },
+        })
+      : undefined;
+    this.cache = new ContextCache({
+      realRoot,
+      fileNames: options.fileNames,
+      maxFileBytes: options.maxFileBytes,
+      log,
+      onLookup: (dir, exists) => (exists ? this.watcher?.watch(dir) : this.watcher?.expect(dir)),
+    });
+  }
+
+  static async create(settings: EngineSettings): Promise<Engine> {
+    const realRoot = await realpath(settings.worktree).catch(() => settings.worktree);
+    return new Engine(settings, realRoot, settings.directory);
+  }
+
+  /** Records what a tool call touches. Synchronous and free of I/O: it runs before every tool. */
+  touch(sessionID: string, tool: unknown, args: unknown): void {
+    if (this.disposed) return;
+    const dirs = touchedDirectories(tool, args, this.settings.directory, this.settings.worktree);
+    if (dirs.length > 0) this.sessions.get(sessionID).touch(dirs);
+  }
+
+  /** The block for the session's next step, given the system prompt the host built for it. */
+  async blockFor(sessionID: string, system: readonly string[]): Promise<Memo | undefined> {
+    if (this.disposed) return undefined;
+    const session = this.sessions.get(sessionID);
+    const hostKey = this.hostKeyOf(system);
+    if (hostKey !== session.hostKey) {
+      session.hostKey = hostKey;
+      session.hostPaths = await this.hostPaths(hostKey);
+    }
+    return this.memoFor(sessionID, session);
+  }
+
+  /** The closest-first copy for the compaction summarizer. */
+  async compactionCopy(sessionID: string): Promise<string> {
+    if (this.disposed) return "";
+    const session = this.sessions.get(sessionID);
+    const memo = await this.memoFor(sessionID, session);
+    const order = new Map(memo.files.map((file, index) => [file.path, index]));
+    const closestFirst = [...memo.files].sort(
+      (a, b) => depth(b.dir) - depth(a.dir) || order.get(b.path)! - order.get(a.path)!,
+    );
+    return condense(closestFirst, this.settings.options.compactionTokens, await this.measure());
+  }
+
+  /**
+   * After a tool ran: a context file it named is re-read at once rather than when the watcher gets
+   * to it, and a stat check of the session's files starts, which the next step waits for (a bash
+   * command may have changed any of them).
+   */
+  async afterTool(sessionID: string, tool: unknown, args: unknown): Promise<void> {
+    if (this.disposed) return;
+    const session = this.sessions.get(sessionID);
+    if (typeof tool !== "string" || !READ_ONLY_TOOLS.has(tool)) {
+      const names = this.settings.options.fileNames;
+      for (const { path, isFile } of toolPaths(tool, args, this.settings.directory, this.settings.worktree)) {
+        if (!isFile || !names.includes(basename(path))) continue;
+        const start = await this.resolve(dirname(path));
+        if (start !== undefined) this.cache.invalidate(start.dir);
+      }
+    }
+    const dirs = session.memo?.dirs;
+    if (dirs !== undefined) session.validating = this.cache.revalidate(dirs);
+  }
+
+  /** The session's memo as of now (what its next step will carry). */
+  async current(sessionID: string): Promise<Memo | undefined> {
+    if (this.disposed) return undefined;
+    return this.memoFor(sessionID, this.sessions.get(sessionID));
+  }
+
+  forget(sessionID: string): void {
+    this.sessions.delete(sessionID);
+  }
+
+  async dispose(): Promise<void> {
+    this.disposed = true;
+    this.sessions.clear();
+    this.cache.clear();
+    this.starts.clear();
+    await this.watcher?.close();
+  }
+
+  private async memoFor(sessionID: string, session: SessionState): Promise<Memo> {
+    session.restoring ??= this.restore(sessionID, session);
+    await session.restoring;
+    if (session.validating !== undefined) {
+      await session.validating;
+      session.validating = undefined;
+    }
+    if (this.statMode && session.memo !== undefined) await this.cache.revalidate(session.memo.dirs);
+    const memo = session.memo;
+    if (
+      memo !== undefined &&
+      memo.generation === this.cache.generation &&
+      memo.version === session.version &&
+      memo.hostKey === session.hostKey
+    ) {
+      return memo;
+    }
+    const fresh = await this.compute(session);
+    session.memo = fresh;
+    return fresh;
+  }
+
+  private async compute(session: SessionState): Promise<Memo> {
+    // Read before any await: if the cache changes while computing, this memo is already stale.
+    const generation = this.cache.generation;
+    const version = session.version;
+    const { hostKey, hostPaths } = session;
+    const { maxDepth, systemTokens } = this.settings.options;
+
+    const starts = await Promise.all([this.sessionStart, ...session.touched].map((path) => this.resolve(path)));
+    const startDirs = new Set<string>();
+    for (const start of starts) {
+      if (start === undefined) continue;
+      startDirs.add(start.dir);
+      if (start.missing !== undefined) this.watcher?.expect(start.missing);
+    }
+    const dirs = new Set<string>();
+    const lookup = (dir: string) => {
+      dirs.add(dir);
+      return this.cache.lookup(dir);
+    };
+    const chains = await Promise.all([...startDirs].map((dir) => discover(dir, { stopAt: this.realRoot, maxDepth, lookup })));
+
+    const files: CachedFile[] = [];
+    const seen = new Set<string>();
+    for (const chain of chains) {
+      for (const file of chain) {
+        if (seen.has(file.path)) continue;
+        seen.add(file.path);
+        files.push(file);
+      }
+    }
+    const shown = files.filter((file) => !hostPaths.has(file.path));
+    const rendered = render(shown, systemTokens, await this.measure());
+    const whole = new Set(shown.filter((file) => rendered.whole.has(file.rel)).map((file) => file.path));
+    return { generation, version, hostKey, block: rendered.text, files, whole, dirs: [...dirs] };
+  }
+
+  /**
+   * Where a touched path's walk starts: its real directory (a file's parent), or for a path that
+   * does not exist yet, its nearest existing ancestor. Undefined when it lies outside the worktree
+   * once symlinks are resolved.
+   */
+  private async resolve(path: string): Promise<Start | undefined> {
+    const known = this.starts.get(path);
+    if (known !== undefined) return known;
+    let existing = path;
+    let missing: string | undefined;
+    for (;;) {
+      try {
+        const real = await realpath(existing);
+        const info = await stat(real);
+        const dir = info.isDirectory() ? real : dirname(real);
+        if (!isInside(dir, this.realRoot)) return undefined;
+        const start: Start = missing === undefined ? { dir } : { dir, missing: join(dir, basename(missing)) };
+        // Only a path that exists keeps its answer; a missing one is asked again, as it may appear.
+        if (missing === undefined) this.starts.set(path, start);
+        return start;
+      } catch {
+        const parent = dirname(existing);
+        if (parent === existing || !isInside(parent, this.settings.worktree)) return undefined;
+        missing = existing;
+        existing = parent;
+      }
+    }
+  }
+
+  /** Rebuilds the touches of a session this instance has not seen (continued in a new process, or forgotten). */
+  private async restore(sessionID: string, session: SessionState): Promise<void> {
+    const messages = this.settings.client?.session?.messages;
+    if (typeof messages !== "function") return;
+    let expire: () => void = () => {};
+    const timeout = new Promise<undefined>((resolve) => (expire = () => resolve(undefined)));
+    const timer = setTimeout(() => expire(), HISTORY_TIMEOUT_MS);
+    // A slow history read must not keep a finished process alive.
+    timer.unref?.();
+    try {
+      const response = await Promise.race([messages.call(this.settings.client!.session, { path: { id: sessionID } }), timeout]);
+      const history = (response as { data?: unknown } | undefined)?.data;
+      if (!Array.isArray(history)) return;
+      for (const message of history) {
+        const parts = (message as { parts?: unknown })?.parts;
+        if (!Array.isArray(parts)) continue;
+        for (const part of parts) {
+          const { type, tool, state } = (part ?? {}) as { type?: unknown; tool?: unknown; state?: { input?: unknown } };
+          if (type === "tool") {
+            session.touch(touchedDirectories(tool, state?.input, this.settings.directory, this.settings.worktree));
+          }
+        }
+      }
+    } catch (error) {
+      this.settings.log.once(`history:${sessionID}`, "warn", `could not read the history of session ${sessionID}: ${String(error)}`);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** The host's own instruction files, from its `Instructions from: <path>` lines. */
+  private hostKeyOf(system: readonly string[]): string {
+    const joined = system.length === 1 ? system[0]! : system.join("\n");
+    if (joined === this.lastSystem) return this.lastHostKey;
+    const paths: string[] = [];
+    for (const match of joined.matchAll(HOST_INSTRUCTIONS)) paths.push(match[1]!.trim());
+    this.lastSystem = joined;
+    this.lastHostKey = paths.join("\n");
+    return this.lastHostKey;
+  }
+
+  private async hostPaths(hostKey: string): Promise<Set<string>> {
+    if (hostKey === "") return new Set();
+    const paths = hostKey.split("\n");
+    const real = await Promise.all(paths.map((path) => this.realPath(path)));
+    return new Set([...paths, ...real]);
+  }
+
+  /** `path` with symlinks resolved (itself if it cannot be), cached. */
+  realPath(path: string): Promise<string> {
+    let real = this.realPaths.get(path);
+    if (real === undefined) {
+      real = realpath(path).catch(() => path);
+      this.realPaths.set(path, real);
+    }
+    return real;
+  }
+
+  private async measure(): Promise<Measure<CachedFile>> {
+    const tokenizer = await loadTokenizer();
+    return measureWith(tokenizer);
+  }
+}
+
+function measureWith(tokenizer: Tokenizer): Measure<CachedFile> {
+  return {
+    count: tokenizer.count,
+    head(file, maxTokens) {
+      let head = file.heads.get(maxTokens);
+      if (head === undefined) {
+        head = tokenizer.head(file.body, maxTokens);
+        file.heads.set(maxTokens, head);
+      }
+      return head;
+    },
+  };
+}
+
+function depth(dir: string): number {
+  let count = 0;
+  for (const char of dir) if (char === "/") count++;
+  return count;
+}

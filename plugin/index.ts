@@ -1,0 +1,50 @@
+import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin";
+import { Engine } from "./engine.ts";
+import { createCompacting } from "./hooks/compacting.ts";
+import { createEvent } from "./hooks/event.ts";
+import { createSystemTransform } from "./hooks/system-transform.ts";
+import { createToolAfter } from "./hooks/tool-after.ts";
+import { createToolBefore } from "./hooks/tool-before.ts";
+import { createLogger } from "./log.ts";
+import { resolveOptions } from "./options.ts";
+import { loadTokenizer } from "./tokens.ts";
+
+/**
+ * OpenCode may call both exports of this module (default and named) with the same input; the
+ * second call gets no hooks, so the block is never injected twice.
+ */
+const started = new WeakSet<object>();
+
+/**
+ * The plugin: injects the AGENTS.md hierarchy of the directories each session touches as one
+ * `<project-context>` system message, keeps it fresh, and hands compaction a budgeted copy.
+ */
+export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Record<string, unknown>): Promise<Hooks> => {
+  const log = createLogger(input?.client);
+  try {
+    if (typeof input !== "object" || input === null) throw new Error("no plugin input");
+    if (started.has(input)) return {};
+    started.add(input);
+    const options = resolveOptions(rawOptions, (message) => log.log("warn", message));
+    const directory = typeof input.directory === "string" && input.directory !== "" ? input.directory : process.cwd();
+    // Outside a git repository OpenCode's worktree is "/": the session directory is the root then,
+    // so nothing above the project is ever read.
+    const worktree = typeof input.worktree === "string" && input.worktree !== "" && input.worktree !== "/" ? input.worktree : directory;
+    const engine = await Engine.create({ directory, worktree, options, log, client: input.client });
+    // Start loading the tokenizer now, without making start-up wait for it.
+    loadTokenizer().catch((error) => log.log("error", `could not load gpt-tokenizer: ${String(error)}`));
+    return {
+      "tool.execute.before": createToolBefore(engine, log),
+      "tool.execute.after": createToolAfter(engine, log),
+      "experimental.chat.system.transform": createSystemTransform(engine, log),
+      "experimental.session.compacting": createCompacting(engine, log),
+      event: createEvent(engine, log),
+      dispose: () => engine.dispose().catch(() => {}),
+    };
+  } catch (error) {
+    log.log("error", `project-context is disabled for this instance: ${error instanceof Error ? error.message : String(error)}`);
+    return {};
+  }
+};
+
+export default ProjectContext;

@@ -1,0 +1,35 @@
+import type { PluginInput } from "@opencode-ai/plugin";
+
+export type Level = "debug" | "info" | "warn" | "error";
+
+export interface Logger {
+  log(level: Level, message: string, extra?: Record<string, unknown>): void;
+  /** Logs a message the first time `key` is seen, so a repeated fault (a bad file read every step) speaks once. */
+  once(key: string, level: Level, message: string, extra?: Record<string, unknown>): void;
+}
+
+const SERVICE = "project-context";
+
+/**
+ * Logs through OpenCode's app.log endpoint. Best effort by design: `console` would garble the TUI,
+ * and a logging failure must never become a hook failure, so every error is swallowed here.
+ */
+export function createLogger(client: Pick<PluginInput["client"], "app"> | undefined): Logger {
+  const seen = new Set<string>();
+  const log = (level: Level, message: string, extra?: Record<string, unknown>): void => {
+    try {
+      const pending = client?.app?.log?.({ body: { service: SERVICE, level, message, extra } });
+      if (pending && typeof pending.catch === "function") pending.catch(() => {});
+    } catch {
+      // logging is best effort
+    }
+  };
+  return {
+    log,
+    once(key, level, message, extra) {
+      if (seen.has(key)) return;
+      seen.add(key);
+      log(level, message, extra);
+    },
+  };
+}

@@ -1,0 +1,82 @@
+import { z } from "zod";
+
+/**
+ * What a user may pass as the plugin's options (opencode.json `["opencode-project-context", {…}]`).
+ * Every field is optional; `resolveOptions` turns it into a fully resolved `ResolvedOptions`.
+ */
+export interface ProjectContextOptions {
+  /** Names looked for in each directory; the first that exists wins. */
+  fileNames?: string[];
+  /** How many levels a walk may climb above its start directory. */
+  maxDepth?: number;
+  /** Token budget of the injected `<project-context>` block. */
+  systemTokens?: number;
+  /** Token budget of the copy handed to the compaction summarizer. */
+  compactionTokens?: number;
+  /** Bytes read from one context file at most; the rest is cut. */
+  maxFileBytes?: number;
+  /** Directories remembered per session; the oldest touched is forgotten first. */
+  maxTouchedDirs?: number;
+  /** Keep the cache fresh with a file watcher; `false` validates by stat before every step instead. */
+  watch?: boolean;
+}
+
+export type ResolvedOptions = Readonly<Required<ProjectContextOptions>>;
+
+export const DEFAULT_OPTIONS: ResolvedOptions = Object.freeze({
+  fileNames: Object.freeze(["AGENTS.md", "CLAUDE.md"]) as unknown as string[],
+  maxDepth: 10,
+  systemTokens: 8000,
+  compactionTokens: 1000,
+  maxFileBytes: 128 * 1024,
+  maxTouchedDirs: 4096,
+  watch: true,
+});
+
+const fileName = z
+  .string()
+  .min(1)
+  .max(255)
+  .refine((name) => !/[\\/\0]/.test(name) && name !== "." && name !== "..", "must be a plain file name, not a path");
+
+const fields = {
+  fileNames: z.array(fileName).min(1).max(16),
+  maxDepth: z.number().int().min(0).max(64),
+  systemTokens: z.number().int().min(0).max(1_000_000),
+  compactionTokens: z.number().int().min(0).max(1_000_000),
+  maxFileBytes: z.number().int().min(1024).max(64 * 1024 * 1024),
+  maxTouchedDirs: z.number().int().min(1).max(1_000_000),
+  watch: z.boolean(),
+} satisfies { [K in keyof ProjectContextOptions]-?: z.ZodType };
+
+type Field = keyof typeof fields;
+
+/**
+ * Validates each option on its own, so one bad value costs only that value: it is reported
+ * through `warn` and its default used, while the valid ones still apply. Unknown keys are
+ * reported too (most often a typo). The caller's object is never mutated.
+ */
+export function resolveOptions(raw: unknown, warn: (message: string) => void): ResolvedOptions {
+  if (raw === undefined || raw === null) return DEFAULT_OPTIONS;
+  if (typeof raw !== "object" || Array.isArray(raw)) {
+    warn(`options must be an object, got ${Array.isArray(raw) ? "an array" : typeof raw}; using the defaults`);
+    return DEFAULT_OPTIONS;
+  }
+  const given = raw as Record<string, unknown>;
+  const resolved: Record<string, unknown> = { ...DEFAULT_OPTIONS };
+  for (const key of Object.keys(given)) {
+    if (!(key in fields)) {
+      warn(`unknown option "${key}" ignored; known options: ${Object.keys(fields).join(", ")}`);
+      continue;
+    }
+    const field = key as Field;
+    const parsed = fields[field].safeParse(given[key]);
+    if (parsed.success) {
+      resolved[field] = Array.isArray(parsed.data) ? Object.freeze([...parsed.data]) : parsed.data;
+    } else {
+      const reason = parsed.error.issues.map((issue) => issue.message).join("; ");
+      warn(`option "${key}" is invalid (${reason}); using the default ${JSON.stringify(DEFAULT_OPTIONS[field])}`);
+    }
+  }
+  return Object.freeze(resolved) as unknown as ResolvedOptions;
+}

@@ -1,0 +1,96 @@
+import { watch as chokidarWatch, type FSWatcher } from "chokidar";
+import { basename, dirname } from "node:path";
+
+export interface WatchSettings {
+  fileNames: readonly string[];
+  /** A directory's context file may have changed (created, edited, deleted) or the directory itself appeared or went. */
+  onChange: (dir: string) => void;
+  /** The watcher cannot do its job (inotify limit, too many open files…): the caller must validate by stat. */
+  onFailure: (error: Error) => void;
+}
+
+/** A watch this large means a runaway; past it the caller is asked to fall back to stat validation. */
+const MAX_WATCHED_DIRECTORIES = 50_000;
+
+/**
+ * Watches exactly the directories on known chains, one level deep and only for the candidate file
+ * names, never a tree recursively. A directory that does not exist yet is awaited through its parent
+ * (`expect`), so a context file created in a new directory is seen too.
+ */
+export class DirectoryWatcher {
+  private watcher: FSWatcher | undefined;
+  private readonly watched = new Set<string>();
+  private readonly expected = new Set<string>();
+  private failed = false;
+  private closed = false;
+
+  constructor(private readonly settings: WatchSettings) {}
+
+  /** Number of directories watched: the figure the benchmark reports. */
+  get count(): number {
+    return this.watched.size;
+  }
+
+  /** Watch an existing directory for its candidate files. */
+  watch(dir: string): void {
+    if (this.watched.has(dir) || !this.usable()) return;
+    this.watched.add(dir);
+    this.instance()?.add(dir);
+  }
+
+  /** Note a directory on a chain that does not exist (yet): its creation in a watched parent is reported. */
+  expect(dir: string): void {
+    if (this.usable()) this.expected.add(dir);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const watcher = this.watcher;
+    this.watcher = undefined;
+    this.watched.clear();
+    this.expected.clear();
+    await watcher?.close().catch(() => {});
+  }
+
+  private usable(): boolean {
+    if (this.closed || this.failed) return false;
+    if (this.watched.size >= MAX_WATCHED_DIRECTORIES) {
+      this.fail(new Error(`more than ${MAX_WATCHED_DIRECTORIES} directories to watch`));
+      return false;
+    }
+    return true;
+  }
+
+  private instance(): FSWatcher | undefined {
+    if (this.watcher !== undefined) return this.watcher;
+    const names = new Set(this.settings.fileNames);
+    try {
+      this.watcher = chokidarWatch([], {
+        depth: 0,
+        ignoreInitial: true,
+        // The plugin must never be what keeps OpenCode's process alive.
+        persistent: false,
+        ignored: (path) => !(this.watched.has(path) || this.expected.has(path) || names.has(basename(path))),
+      });
+    } catch (error) {
+      this.fail(error as Error);
+      return undefined;
+    }
+    const report = (path: string) => this.settings.onChange(dirname(path));
+    this.watcher.on("add", report).on("change", report).on("unlink", report);
+    const reportDir = (path: string) => {
+      this.settings.onChange(path);
+      this.settings.onChange(dirname(path));
+    };
+    this.watcher.on("addDir", reportDir).on("unlinkDir", reportDir);
+    this.watcher.on("error", (error) => this.fail(error as Error));
+    return this.watcher;
+  }
+
+  private fail(error: Error): void {
+    if (this.failed) return;
+    this.failed = true;
+    this.settings.onFailure(error);
+    void this.close();
+  }
+}
