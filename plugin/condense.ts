@@ -48,13 +48,11 @@ function fill<S extends Section>(sections: readonly S[], budget: number, measure
     while (room > 0) {
       const cut = head + escapeText(measure.head(section, room).replace(/\s+$/, "")) + TRUNCATED + tail;
       const over = used + measure.count(cut) - budget;
-      if (over <= 0) {
-        text += cut;
-        break;
-      }
+      if (over <= 0) return text + cut + CLOSE_TAG;
       room -= over;
     }
-    break;
+    // No room for even the beginning of it: still say that the copy is not complete.
+    return `${text}${TRUNCATED.trimStart()}\n${CLOSE_TAG}`;
   }
   return text + CLOSE_TAG;
 }

@@ -1,0 +1,80 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { condense } from "../plugin/condense.ts";
+import type { Section } from "../plugin/render.ts";
+import { loadTokenizer } from "../plugin/tokens.ts";
+import { sectionPaths, start, tempProject, type Started } from "./helpers/harness.ts";
+
+const tokenizer = await loadTokenizer();
+const measure = { count: tokenizer.count, head: (section: Section, max: number) => tokenizer.head(section.body, max) };
+const lines = (label: string, count: number) => Array.from({ length: count }, (_, i) => `${label} rule ${i}: keep this line.`).join("\n") + "\n";
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0)) await cleanup();
+});
+
+async function open(options?: Record<string, unknown>): Promise<{ root: string; plugin: Started }> {
+  const project = await tempProject("monorepo");
+  const plugin = await start(project.root, options);
+  cleanups.push(async () => {
+    await plugin.dispose();
+    await project.cleanup();
+  });
+  return { root: project.root, plugin };
+}
+
+describe("condense", () => {
+  test("keeps the given order and cuts the first file that does not fit, marked (truncated)", () => {
+    const sections = ["near", "mid", "far"].map((label) => {
+      const body = lines(label, 100);
+      return { rel: `${label}/AGENTS.md`, body, tokens: tokenizer.count(body) };
+    });
+    const copy = condense(sections, 1000, measure);
+    expect(tokenizer.count(copy)).toBeLessThanOrEqual(1000);
+    expect(sectionPaths(copy)).toEqual(["near/AGENTS.md", "mid/AGENTS.md"]);
+    expect(copy).toContain("near rule 99");
+    expect(copy).toContain("(truncated)");
+    expect(copy).not.toContain("far rule");
+  });
+});
+
+describe("the compacting hook", () => {
+  test("pushes the closest file first, then its parents, within compactionTokens", async () => {
+    const { plugin } = await open();
+    await plugin.touch("s", "read", { filePath: "services/api/plugins/payments/src/charge.ts" });
+    const [copy] = await plugin.compact("s");
+    expect(sectionPaths(copy)).toEqual(["services/api/plugins/payments/AGENTS.md", "services/api/AGENTS.md", "AGENTS.md"]);
+    expect(tokenizer.count(copy!)).toBeLessThanOrEqual(1000);
+  });
+
+  test("over compactionTokens the copy is cut with a visible (truncated) marker", async () => {
+    const { root, plugin } = await open();
+    await writeFile(join(root, "services/api/AGENTS.md"), lines("api", 400));
+    await plugin.touch("s", "read", { filePath: "services/api/plugins/payments/src/charge.ts" });
+    const [copy] = await plugin.compact("s");
+    expect(tokenizer.count(copy!)).toBeLessThanOrEqual(1000);
+    expect(copy).toContain("Amounts are integers in minor units");
+    expect(copy).toContain("api rule 0");
+    expect(copy).toContain("(truncated)");
+    expect(copy).not.toContain("# Acme monorepo");
+  });
+
+  test("honours a smaller compactionTokens", async () => {
+    const { plugin } = await open({ compactionTokens: 120 });
+    await plugin.touch("s", "read", { filePath: "services/api/plugins/payments/src/charge.ts" });
+    const [copy] = await plugin.compact("s");
+    expect(tokenizer.count(copy!)).toBeLessThanOrEqual(120);
+    expect(copy).toContain("(truncated)");
+  });
+
+  test("the session keeps its touched paths through compaction: the next step injects the same block", async () => {
+    const { plugin } = await open();
+    await plugin.touch("s", "read", { filePath: "apps/web/src/App.tsx" });
+    const before = await plugin.step("s");
+    await plugin.compact("s");
+    await plugin.hooks.event!({ event: { type: "session.compacted", properties: { sessionID: "s" } } as never });
+    expect(await plugin.step("s")).toBe(before!);
+  });
+});

@@ -1,0 +1,131 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { join } from "node:path";
+import { sectionPaths, start, tempProject, type Started } from "./helpers/harness.ts";
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0)) await cleanup();
+});
+
+async function open(options?: Record<string, unknown>, history: unknown[] = []): Promise<Started> {
+  const project = await tempProject("monorepo");
+  const plugin = await start(project.root, options, { history });
+  cleanups.push(async () => {
+    await plugin.dispose();
+    await project.cleanup();
+  });
+  return plugin;
+}
+
+const hostHeader = (root: string, ...files: string[]) =>
+  ["You are opencode, an interactive CLI tool.", ...files.map((file) => `Instructions from: ${join(root, file)}\n(its text)`)].join("\n");
+
+describe("sessions", () => {
+  test("sessions never see each other's paths", async () => {
+    const plugin = await open();
+    await plugin.touch("web", "read", { filePath: "apps/web/src/App.tsx" });
+    await plugin.touch("api", "grep", { pattern: "x", path: "services/api/src" });
+    const web = await plugin.step("web");
+    const api = await plugin.step("api");
+    expect(sectionPaths(web)).toEqual(["AGENTS.md", "apps/web/AGENTS.md"]);
+    expect(sectionPaths(api)).toEqual(["AGENTS.md", "services/api/AGENTS.md"]);
+  });
+
+  test("a session's touched directories are bounded: the oldest is forgotten first", async () => {
+    const plugin = await open({ maxTouchedDirs: 2 });
+    await plugin.touch("s", "read", { filePath: "apps/web/src/App.tsx" });
+    await plugin.touch("s", "read", { filePath: "services/api/src/server.ts" });
+    await plugin.touch("s", "read", { filePath: "tools/scripts/release.sh" });
+    expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md", "services/api/AGENTS.md", "tools/scripts/CLAUDE.md"]);
+  });
+
+  test("session.deleted frees the session: it starts over", async () => {
+    const plugin = await open();
+    await plugin.touch("s", "read", { filePath: "apps/web/src/App.tsx" });
+    expect(await plugin.step("s")).toContain("Web app");
+    await plugin.hooks.event!({ event: { type: "session.deleted", properties: { info: { id: "s" } } } as never });
+    expect(await plugin.step("s")).not.toContain("Web app");
+  });
+
+  test("a session met mid-way is rebuilt from its history through the client", async () => {
+    const history = [
+      { info: { role: "user" }, parts: [{ type: "text", text: "fix the charge" }] },
+      {
+        info: { role: "assistant" },
+        parts: [
+          { type: "tool", tool: "read", state: { status: "completed", input: { filePath: "services/api/plugins/payments/src/charge.ts" } } },
+          { type: "tool", tool: "bash", state: { status: "completed", input: { command: "ls", workdir: "tools/scripts" } } },
+          { type: "tool", tool: "weird", state: null },
+          { type: "step-finish" },
+        ],
+      },
+    ];
+    const plugin = await open({}, history);
+    expect(sectionPaths(await plugin.step("continued"))).toEqual([
+      "AGENTS.md",
+      "services/api/AGENTS.md",
+      "services/api/plugins/payments/AGENTS.md",
+      "tools/scripts/CLAUDE.md",
+    ]);
+  });
+});
+
+describe("what the host already injected", () => {
+  test("a file the host put in the system prompt is not repeated", async () => {
+    const plugin = await open();
+    await plugin.touch("s", "read", { filePath: "apps/web/src/App.tsx" });
+    const block = await plugin.step("s", hostHeader(plugin.root, "AGENTS.md"));
+    expect(sectionPaths(block)).toEqual(["apps/web/AGENTS.md"]);
+  });
+
+  test("nothing is pushed when the host already has every file", async () => {
+    const plugin = await open();
+    await plugin.touch("s", "read", { filePath: "apps/web/src/App.tsx" });
+    expect(await plugin.step("s", hostHeader(plugin.root, "AGENTS.md", "apps/web/AGENTS.md"))).toBeUndefined();
+  });
+
+  test("OpenCode's title generator and compaction agent get no block", async () => {
+    const plugin = await open();
+    await plugin.touch("s", "read", { filePath: "apps/web/src/App.tsx" });
+    expect(await plugin.step("s", "You are a title generator. You output ONLY a thread title.")).toBeUndefined();
+    expect(await plugin.step("s", "You are a context summarization agent.")).toBeUndefined();
+    expect(await plugin.step("s")).toContain("Web app");
+  });
+
+  test("the read tool's copy of a nested file is removed when the block carries it whole", async () => {
+    const plugin = await open();
+    const args = { filePath: join(plugin.root, "apps/web/src/App.tsx") };
+    await plugin.touch("s", "read", args);
+    const file = join(plugin.root, "apps/web/AGENTS.md");
+    const output = {
+      title: "App.tsx",
+      metadata: { loaded: [file] },
+      output: `<file>\n00001| export function App() {}\n</file>\n\n<system-reminder>\nInstructions from: ${file}\n# Web app (React + Vite)\n</system-reminder>`,
+    };
+    await plugin.hooks["tool.execute.after"]!({ tool: "read", sessionID: "s", callID: "r", args }, output);
+    expect(output.output).toBe("<file>\n00001| export function App() {}\n</file>");
+    expect(await plugin.step("s")).toContain("# Web app (React + Vite)");
+  });
+
+  test("the read tool's copy stays when the block could only carry part of the file", async () => {
+    const plugin = await open({ systemTokens: 120 });
+    const args = { filePath: join(plugin.root, "apps/web/src/App.tsx") };
+    await plugin.touch("s", "read", args);
+    const file = join(plugin.root, "apps/web/AGENTS.md");
+    const reminder = `<system-reminder>\nInstructions from: ${file}\n# Web app\n</system-reminder>`;
+    const output = { title: "", metadata: {}, output: `text\n\n${reminder}` };
+    await plugin.hooks["tool.execute.after"]!({ tool: "read", sessionID: "s", callID: "r", args }, output);
+    expect(output.output).toContain(reminder);
+  });
+});
+
+describe("bounds", () => {
+  test("at most 1000 sessions are kept: the least recently used is forgotten (and rebuilt from history)", async () => {
+    const plugin = await open();
+    await plugin.touch("first", "read", { filePath: "apps/web/src/App.tsx" });
+    expect(await plugin.step("first")).toContain("Web app");
+    for (let i = 0; i < 1000; i++) await plugin.touch(`other-${i}`, "read", { filePath: "tools/scripts/release.sh" });
+    // The fake client's history is empty, so a forgotten session comes back with nothing touched.
+    expect(await plugin.step("first")).not.toContain("Web app");
+  });
+});

@@ -1,0 +1,104 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { mkdir, rename, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { sectionPaths, start, tempProject, waitFor, type Started } from "./helpers/harness.ts";
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0)) await cleanup();
+});
+
+async function open(options?: Record<string, unknown>): Promise<{ root: string; plugin: Started }> {
+  const project = await tempProject("monorepo");
+  const plugin = await start(project.root, options);
+  cleanups.push(async () => {
+    await plugin.dispose();
+    await project.cleanup();
+  });
+  await plugin.touch("s", "read", { filePath: "services/api/src/server.ts" });
+  expect(await plugin.step("s")).toContain("# API service");
+  return { root: project.root, plugin };
+}
+
+for (const mode of [{ watch: true }, { watch: false }]) {
+  describe(`freshness with watch: ${mode.watch}`, () => {
+    test("an edit to a context file shows in a following step", async () => {
+      const { root, plugin } = await open(mode);
+      await writeFile(join(root, "services/api/AGENTS.md"), "# API service v2\n- new rule\n");
+      const block = await waitFor(async () => {
+        const text = await plugin.step("s");
+        return text?.includes("API service v2") ? text : undefined;
+      }, 3000, "the edited text");
+      expect(block).not.toContain("Bun + Hono");
+    });
+
+    test("a context file deleted from a known chain leaves the block", async () => {
+      const { root, plugin } = await open(mode);
+      await rm(join(root, "services/api/AGENTS.md"));
+      const block = await waitFor(async () => {
+        const text = await plugin.step("s");
+        return text !== undefined && !text.includes("API service") ? text : undefined;
+      }, 3000, "the deleted file to leave");
+      expect(sectionPaths(block)).toEqual(["AGENTS.md"]);
+    });
+
+    test("a context file created in a directory of a known chain joins the block", async () => {
+      const { root, plugin } = await open(mode);
+      await writeFile(join(root, "services/api/src/AGENTS.md"), "# API sources\n");
+      const block = await waitFor(async () => {
+        const text = await plugin.step("s");
+        return text?.includes("API sources") ? text : undefined;
+      }, 3000, "the created file");
+      expect(sectionPaths(block)).toEqual(["AGENTS.md", "services/api/AGENTS.md", "services/api/src/AGENTS.md"]);
+    });
+
+    test("an atomic save (write to a temp file, rename over) is seen", async () => {
+      const { root, plugin } = await open(mode);
+      const target = join(root, "services/api/AGENTS.md");
+      await writeFile(`${target}.tmp`, "# API service, saved atomically\n");
+      await rename(`${target}.tmp`, target);
+      await waitFor(async () => (await plugin.step("s"))?.includes("saved atomically"), 3000, "the renamed file");
+    });
+  });
+}
+
+describe("freshness of the agent's own edits", () => {
+  test("a context file the agent writes shows in the very next step, without waiting for the watcher", async () => {
+    const { root, plugin } = await open();
+    const args = { filePath: "services/api/AGENTS.md", content: "# Rewritten by the agent\n" };
+    await plugin.touch("s", "write", args);
+    await writeFile(join(root, args.filePath), args.content);
+    await plugin.hooks["tool.execute.after"]!({ tool: "write", sessionID: "s", callID: "w", args }, { title: "", output: "", metadata: {} });
+    expect(await plugin.step("s")).toContain("Rewritten by the agent");
+  });
+
+  test("a context file created by bash in a touched directory shows in the very next step", async () => {
+    const { root, plugin } = await open({ watch: false });
+    const args = { command: "echo '# made by bash' > AGENTS.md", workdir: join(root, "services/api/src") };
+    await plugin.touch("s", "bash", args);
+    await plugin.step("s");
+    await writeFile(join(root, "services/api/src/AGENTS.md"), "# made by bash\n");
+    await plugin.hooks["tool.execute.after"]!({ tool: "bash", sessionID: "s", callID: "b", args }, { title: "", output: "", metadata: {} });
+    expect(await plugin.step("s")).toContain("made by bash");
+  });
+
+  test("a context file written into a directory that did not exist yet joins the block", async () => {
+    const { root, plugin } = await open();
+    const args = { filePath: "services/api/new-module/AGENTS.md", content: "# New module\n" };
+    await plugin.touch("s", "write", args);
+    expect(await plugin.step("s")).not.toContain("New module");
+    await mkdir(join(root, "services/api/new-module"));
+    await writeFile(join(root, args.filePath), args.content);
+    await plugin.hooks["tool.execute.after"]!({ tool: "write", sessionID: "s", callID: "w", args }, { title: "", output: "", metadata: {} });
+    expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md", "services/api/AGENTS.md", "services/api/new-module/AGENTS.md"]);
+  });
+
+  test("a directory created on a touched path is picked up by the watcher", async () => {
+    const { root, plugin } = await open();
+    await plugin.touch("s", "glob", { path: "services/api/later/deeper", pattern: "*" });
+    await plugin.step("s");
+    await mkdir(join(root, "services/api/later/deeper"), { recursive: true });
+    await writeFile(join(root, "services/api/later/AGENTS.md"), "# Later\n");
+    await waitFor(async () => (await plugin.step("s"))?.includes("# Later"), 3000, "the new directory's file");
+  });
+});

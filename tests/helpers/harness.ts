@@ -1,0 +1,96 @@
+import type { Hooks, PluginInput } from "@opencode-ai/plugin";
+import { cp, mkdtemp, realpath, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ProjectContext } from "../../plugin/index.ts";
+
+export interface LogEntry {
+  service: string;
+  level: string;
+  message: string;
+}
+
+/** Stands in for OpenCode's SDK client: the two endpoints the plugin uses, recording what it logs. */
+export function fakeClient(history: unknown[] = []) {
+  const logs: LogEntry[] = [];
+  const client = {
+    app: {
+      log: async ({ body }: { body: LogEntry }) => {
+        logs.push(body);
+        return { data: true };
+      },
+    },
+    session: {
+      messages: async () => ({ data: history }),
+    },
+  };
+  return { client: client as unknown as PluginInput["client"], logs };
+}
+
+/** A temporary copy of `tests/fixtures/<scenario>` (or an empty directory), removed by `cleanup`. */
+export async function tempProject(scenario?: string): Promise<{ root: string; cleanup: () => Promise<void> }> {
+  const root = await realpath(await mkdtemp(join(tmpdir(), "project-context-")));
+  if (scenario !== undefined) await cp(join(import.meta.dir, "..", "fixtures", scenario), root, { recursive: true });
+  return { root, cleanup: () => rm(root, { recursive: true, force: true }) };
+}
+
+export interface Started {
+  /** The worktree the plugin was started on. */
+  root: string;
+  hooks: Hooks;
+  logs: LogEntry[];
+  /** Runs `tool.execute.before` as OpenCode does before a tool. */
+  touch(sessionID: string, tool: string, args: unknown): Promise<void>;
+  /** Runs the system transform as OpenCode does for a step and returns what the plugin pushed (or undefined). */
+  step(sessionID: string, header?: string): Promise<string | undefined>;
+  /** Runs the compacting hook and returns what it added to the context. */
+  compact(sessionID: string): Promise<string[]>;
+  dispose(): Promise<void>;
+}
+
+/** Loads the plugin the way OpenCode does: the exported Plugin function, then its hooks. */
+export async function start(
+  root: string,
+  options?: Record<string, unknown>,
+  { directory = root, history = [] as unknown[] } = {},
+): Promise<Started> {
+  const { client, logs } = fakeClient(history);
+  const input = { client, directory, worktree: root, project: {}, serverUrl: new URL("http://127.0.0.1:4096"), $: undefined } as unknown as PluginInput;
+  const hooks = await ProjectContext(input, options);
+  let call = 0;
+  return {
+    root,
+    hooks,
+    logs,
+    async touch(sessionID, tool, args) {
+      await hooks["tool.execute.before"]!({ tool, sessionID, callID: `call-${++call}` }, { args });
+    },
+    async step(sessionID, header = "You are opencode, an interactive CLI tool.") {
+      const output = { system: [header] };
+      await hooks["experimental.chat.system.transform"]!({ sessionID, model: {} as never }, output);
+      return output.system[1];
+    },
+    async compact(sessionID) {
+      const output = { context: [] as string[] };
+      await hooks["experimental.session.compacting"]!({ sessionID }, output);
+      return output.context;
+    },
+    dispose: () => hooks.dispose?.() ?? Promise.resolve(),
+  };
+}
+
+/** Waits until `condition` holds, checking every few milliseconds, failing after `timeoutMs`. */
+export async function waitFor<T>(condition: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 3000, what = "condition"): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await condition();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await Bun.sleep(10);
+  }
+}
+
+/** The `path` attributes of a block's sections, in order. */
+export function sectionPaths(block: string | undefined): string[] {
+  return [...(block ?? "").matchAll(/<context-file path="([^"]*)">/g)].map((match) => match[1]!);
+}

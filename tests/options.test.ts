@@ -1,0 +1,67 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { DEFAULT_OPTIONS, resolveOptions } from "../plugin/options.ts";
+import { start, tempProject } from "./helpers/harness.ts";
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0)) await cleanup();
+});
+
+describe("resolveOptions", () => {
+  test("no options means the documented defaults", () => {
+    expect(resolveOptions(undefined, () => {})).toEqual({
+      fileNames: ["AGENTS.md", "CLAUDE.md"],
+      maxDepth: 10,
+      systemTokens: 8000,
+      compactionTokens: 1000,
+      maxFileBytes: 131072,
+      maxTouchedDirs: 4096,
+      watch: true,
+    });
+  });
+
+  test("a bad value is reported and only that option falls back to its default", () => {
+    const warnings: string[] = [];
+    const given = { systemTokens: "lots", maxDepth: 3, fileNames: ["../AGENTS.md"], bogus: 1 };
+    const resolved = resolveOptions(given, (message) => warnings.push(message));
+    expect(resolved.systemTokens).toBe(8000);
+    expect(resolved.maxDepth).toBe(3);
+    expect(resolved.fileNames).toEqual(["AGENTS.md", "CLAUDE.md"]);
+    expect(warnings).toHaveLength(3);
+    expect(warnings.join("\n")).toContain('option "systemTokens" is invalid');
+    expect(warnings.join("\n")).toContain('unknown option "bogus"');
+    expect(given).toEqual({ systemTokens: "lots", maxDepth: 3, fileNames: ["../AGENTS.md"], bogus: 1 });
+  });
+
+  test("options that are not an object are reported and the defaults used", () => {
+    for (const raw of ["x", 7, [1], true]) {
+      const warnings: string[] = [];
+      expect(resolveOptions(raw, (message) => warnings.push(message))).toBe(DEFAULT_OPTIONS);
+      expect(warnings).toHaveLength(1);
+    }
+  });
+
+  test("the caller's arrays are copied, never kept", () => {
+    const fileNames = ["A.md"];
+    const resolved = resolveOptions({ fileNames }, () => {});
+    fileNames.push("B.md");
+    expect(resolved.fileNames).toEqual(["A.md"]);
+  });
+});
+
+describe("bad options through the plugin", () => {
+  test("are logged through client.app.log and the plugin runs on defaults", async () => {
+    const project = await tempProject("monorepo");
+    const plugin = await start(project.root, { systemTokens: -5, watch: "yes" });
+    cleanups.push(async () => {
+      await plugin.dispose();
+      await project.cleanup();
+    });
+    await plugin.touch("s", "read", { filePath: "apps/web/src/App.tsx" });
+    expect(await plugin.step("s")).toContain("Web app");
+    const warnings = plugin.logs.filter((entry) => entry.level === "warn").map((entry) => entry.message);
+    expect(warnings.some((message) => message.includes('option "systemTokens" is invalid'))).toBe(true);
+    expect(warnings.some((message) => message.includes('option "watch" is invalid'))).toBe(true);
+    expect(plugin.logs.every((entry) => entry.service === "project-context")).toBe(true);
+  });
+});

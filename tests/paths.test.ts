@@ -1,0 +1,72 @@
+import { describe, expect, test } from "bun:test";
+import { toolPaths, touchedDirectories } from "../plugin/paths.ts";
+
+const root = "/repo";
+const dirs = (tool: string, args: unknown, sessionDir = root) => touchedDirectories(tool, args, sessionDir, root);
+
+describe("touchedDirectories", () => {
+  test("read, edit and write name a file: its directory is touched", () => {
+    expect(dirs("read", { filePath: "/repo/a/b/file.ts" })).toEqual(["/repo/a/b"]);
+    expect(dirs("edit", { filePath: "a/x.ts", oldString: "1", newString: "2" })).toEqual(["/repo/a"]);
+    expect(dirs("write", { filePath: "new/dir/x.ts", content: "" })).toEqual(["/repo/new/dir"]);
+  });
+
+  test("glob, grep and list name a directory; bash names its workdir", () => {
+    expect(dirs("glob", { pattern: "**/*.ts", path: "packages/web" })).toEqual(["/repo/packages/web"]);
+    expect(dirs("grep", { pattern: "x", path: "/repo/services", include: "*.ts" })).toEqual(["/repo/services"]);
+    expect(dirs("list", { path: "docs" })).toEqual(["/repo/docs"]);
+    expect(dirs("bash", { command: "ls", workdir: "/repo/tools" })).toEqual(["/repo/tools"]);
+  });
+
+  test("apply_patch headers: added, updated, deleted and moved files", () => {
+    const patchText = [
+      "*** Begin Patch",
+      "*** Add File: a/new.ts",
+      "+x",
+      "*** Update File: b/old.ts",
+      "*** Move to: c/moved.ts",
+      "@@",
+      "*** Delete File: /repo/d/gone.ts",
+      "*** End Patch",
+    ].join("\n");
+    expect(dirs("apply_patch", { patchText })).toEqual(["/repo/a", "/repo/b", "/repo/c", "/repo/d"]);
+  });
+
+  test("any other tool's path-like arguments count, arrays included", () => {
+    expect(dirs("custom", { paths: ["x", "y"], files: ["z/f.md"], cwd: "w", directory: "v", file: "u/f" })).toEqual([
+      "/repo/u",
+      "/repo/z",
+      "/repo/x",
+      "/repo/y",
+      "/repo/w",
+      "/repo/v",
+    ]);
+  });
+
+  test("relative paths resolve against the session directory", () => {
+    expect(dirs("read", { filePath: "../b/f.ts" }, "/repo/a")).toEqual(["/repo/b"]);
+  });
+
+  test("paths outside the worktree, URLs, ~, Windows drives, NULs and non-strings are ignored", () => {
+    expect(dirs("read", { filePath: "/etc/passwd" })).toEqual([]);
+    expect(dirs("read", { filePath: "../../outside" })).toEqual([]);
+    expect(dirs("read", { filePath: "/repository/lookalike.ts" })).toEqual([]);
+    expect(dirs("webfetch", { path: "https://example.com/a" })).toEqual([]);
+    expect(dirs("read", { filePath: "~/secrets" })).toEqual([]);
+    expect(dirs("read", { filePath: "C:\\Users\\x" })).toEqual([]);
+    expect(dirs("read", { filePath: "a\0b" })).toEqual([]);
+    expect(dirs("read", { filePath: 42, path: { nested: "x" }, paths: [1, null] })).toEqual([]);
+    for (const args of [null, undefined, "string", 7, ["a"], true]) expect(dirs("read", args)).toEqual([]);
+    expect(dirs("read", { filePath: "a".repeat(5000) })).toEqual([]);
+  });
+
+  test("the number of paths taken from one call is bounded", () => {
+    const paths = Array.from({ length: 500 }, (_, i) => `d${i}`);
+    expect(dirs("custom", { paths }).length).toBe(64);
+  });
+
+  test("toolPaths tells files from directories", () => {
+    expect(toolPaths("write", { filePath: "a/AGENTS.md" }, root, root)).toEqual([{ path: "/repo/a/AGENTS.md", isFile: true }]);
+    expect(toolPaths("glob", { path: "a" }, root, root)).toEqual([{ path: "/repo/a", isFile: false }]);
+  });
+});
