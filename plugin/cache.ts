@@ -1,5 +1,5 @@
 import { stat } from "node:fs/promises";
-import { relative } from "node:path";
+import { join, relative } from "node:path";
 import { loadContextFile, type ContextFile, type LoadSettings } from "./load.ts";
 import type { Logger } from "./log.ts";
 import { loadTokenizer } from "./tokens.ts";
@@ -16,8 +16,8 @@ export interface CachedFile extends ContextFile {
 
 interface DirRecord {
   file: CachedFile | null;
-  /** The directory's mtime when looked up (entries added or removed change it); null if it did not exist. */
-  dirMtimeMs: number | null;
+  /** What stat said of each candidate name when the directory was read: a difference means re-read. */
+  signature: string;
 }
 
 export interface CacheSettings extends LoadSettings {
@@ -52,9 +52,9 @@ export class ContextCache {
   }
 
   /**
-   * Checks `dirs` against disk by stat (directory mtime for files created or removed, file mtime,
-   * size and inode for edits) and invalidates what changed. Used after tool calls, and before every
-   * step when there is no watcher.
+   * Checks `dirs` against disk by stat (of each candidate name: created, removed, replaced or edited)
+   * and invalidates what changed. Used on watcher events, after tool calls, and before every step
+   * when there is no watcher.
    */
   async revalidate(dirs: Iterable<string>): Promise<void> {
     const checks: Promise<void>[] = [];
@@ -75,26 +75,33 @@ export class ContextCache {
   }
 
   private async check(dir: string, record: Promise<DirRecord>, known: DirRecord): Promise<void> {
-    const [dirMtimeMs, file] = await Promise.all([
-      mtimeOf(dir),
-      known.file === null ? null : stat(known.file.path).catch(() => null),
-    ]);
-    const changed =
-      dirMtimeMs !== known.dirMtimeMs ||
-      (known.file !== null &&
-        (file === null || file.mtimeMs !== known.file.mtimeMs || file.size !== known.file.size || file.ino !== known.file.ino));
+    const signature = await this.signatureOf(dir);
     // Only drop the record this check looked at, never a newer one read meanwhile.
-    if (changed && this.dirs.get(dir) === record) this.invalidate(dir);
+    if (signature !== known.signature && this.dirs.get(dir) === record) this.invalidate(dir);
+  }
+
+  /** Inode, mtime and size of every candidate name (following symlinks), "-" for an absent one. */
+  private async signatureOf(dir: string): Promise<string> {
+    const stats = await Promise.all(
+      this.settings.fileNames.map((name) =>
+        stat(join(dir, name)).then(
+          (info) => `${info.ino}:${info.mtimeMs}:${info.size}:${info.isFile() ? "f" : "o"}`,
+          () => "-",
+        ),
+      ),
+    );
+    return stats.join("|");
   }
 
   private async read(dir: string): Promise<DirRecord> {
     const { log, onLookup, realRoot } = this.settings;
-    const dirMtimeMs = await mtimeOf(dir);
-    onLookup?.(dir, dirMtimeMs !== null);
-    if (dirMtimeMs === null) return { file: null, dirMtimeMs };
+    // Taken before reading: a change while reading then shows as a difference, never as a miss.
+    const [exists, signature] = await Promise.all([isDirectory(dir), this.signatureOf(dir)]);
+    onLookup?.(dir, exists);
+    if (!exists) return { file: null, signature };
     const [{ file, skipped }, tokenizer] = await Promise.all([loadContextFile(dir, this.settings), loadTokenizer()]);
     for (const skip of skipped) log.once(`skip:${skip.path}:${skip.reason}`, "warn", `skipped ${skip.path}: ${skip.reason}`);
-    if (file === null) return { file: null, dirMtimeMs };
+    if (file === null) return { file: null, signature };
     if (file.frontmatterError !== undefined) {
       log.once(`frontmatter:${file.path}:${file.mtimeMs}`, "warn", `ignored the frontmatter of ${file.path}: ${file.frontmatterError}; its body is still used`);
     }
@@ -102,15 +109,15 @@ export class ContextCache {
       log.once(`size:${file.path}:${file.mtimeMs}`, "warn", `${file.path} is ${file.size} bytes; only the first ${this.settings.maxFileBytes} are used (option maxFileBytes)`);
     }
     return {
-      dirMtimeMs,
+      signature,
       file: { ...file, rel: relative(realRoot, file.path), tokens: tokenizer.count(file.body), heads: new Map() },
     };
   }
 }
 
-function mtimeOf(path: string): Promise<number | null> {
+function isDirectory(path: string): Promise<boolean> {
   return stat(path).then(
-    (info) => (info.isDirectory() ? info.mtimeMs : null),
-    () => null,
+    (info) => info.isDirectory(),
+    () => false,
   );
 }

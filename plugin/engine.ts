@@ -63,7 +63,8 @@ export class Engine {
     this.watcher = options.watch
       ? new DirectoryWatcher({
           fileNames: options.fileNames,
-          onChange: (dir) => this.cache.invalidate(dir),
+          onChange: (dir) => void this.cache.revalidate([dir]),
+          onStructure: (dir) => this.cache.invalidate(dir),
           onFailure: (error) => {
             this.statMode = true;
             log.log("warn", `file watching stopped (${error.message}); context files are now checked by stat before every step`);
@@ -132,7 +133,12 @@ export class Engine {
       }
     }
     const dirs = session.memo?.dirs;
-    if (dirs !== undefined) session.validating = this.cache.revalidate(dirs);
+    if (dirs !== undefined) {
+      // Tool calls of one step run in parallel: the next step waits for every one of their checks.
+      const earlier = session.validating;
+      const check = this.cache.revalidate(dirs);
+      session.validating = earlier === undefined ? check : Promise.all([earlier, check]).then(() => {});
+    }
   }
 
   /** The session's memo as of now (what its next step will carry). */
@@ -156,9 +162,10 @@ export class Engine {
   private async memoFor(sessionID: string, session: SessionState): Promise<Memo> {
     session.restoring ??= this.restore(sessionID, session);
     await session.restoring;
-    if (session.validating !== undefined) {
-      await session.validating;
-      session.validating = undefined;
+    const validating = session.validating;
+    if (validating !== undefined) {
+      await validating;
+      if (session.validating === validating) session.validating = undefined;
     }
     if (this.statMode && session.memo !== undefined) await this.cache.revalidate(session.memo.dirs);
     const memo = session.memo;

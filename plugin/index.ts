@@ -10,10 +10,13 @@ import { resolveOptions } from "./options.ts";
 import { loadTokenizer } from "./tokens.ts";
 
 /**
- * OpenCode may call both exports of this module (default and named) with the same input; the
- * second call gets no hooks, so the block is never injected twice.
+ * OpenCode may call both exports of this module (default and named) with the same input, and a user
+ * may install the plugin both ways (opencode.json and a drop-in), which loads two copies of this
+ * module. Only the first call for an input gets hooks, so the block is never injected twice; the
+ * registry lives on globalThis so that every copy of the module shares it.
  */
-const started = new WeakSet<object>();
+const REGISTRY = Symbol.for("opencode-project-context/started");
+const started: WeakSet<object> = ((globalThis as Record<symbol, WeakSet<object>>)[REGISTRY] ??= new WeakSet());
 
 /**
  * The plugin: injects the AGENTS.md hierarchy of the directories each session touches as one

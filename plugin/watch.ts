@@ -3,8 +3,10 @@ import { basename, dirname } from "node:path";
 
 export interface WatchSettings {
   fileNames: readonly string[];
-  /** A directory's context file may have changed (created, edited, deleted) or the directory itself appeared or went. */
+  /** A directory's context file may have been created, edited or deleted: check it. */
   onChange: (dir: string) => void;
+  /** A directory that a walk expected appeared or went: what touched paths resolve to may differ. */
+  onStructure: (dir: string) => void;
   /** The watcher cannot do its job (inotify limit, too many open files…): the caller must validate by stat. */
   onFailure: (error: Error) => void;
 }
@@ -67,7 +69,9 @@ export class DirectoryWatcher {
     try {
       this.watcher = chokidarWatch([], {
         depth: 0,
-        ignoreInitial: true,
+        // A directory's first scan reports what is there: a file created between the plugin's read and
+        // the watch taking hold is caught that way (the cache compares by stat, so no needless re-read).
+        ignoreInitial: false,
         // The plugin must never be what keeps OpenCode's process alive.
         persistent: false,
         ignored: (path) => !(this.watched.has(path) || this.expected.has(path) || names.has(basename(path))),
@@ -79,8 +83,9 @@ export class DirectoryWatcher {
     const report = (path: string) => this.settings.onChange(dirname(path));
     this.watcher.on("add", report).on("change", report).on("unlink", report);
     const reportDir = (path: string) => {
-      this.settings.onChange(path);
-      this.settings.onChange(dirname(path));
+      if (this.watched.has(path)) return this.settings.onChange(path);
+      this.settings.onStructure(path);
+      this.settings.onStructure(dirname(path));
     };
     this.watcher.on("addDir", reportDir).on("unlinkDir", reportDir);
     this.watcher.on("error", (error) => this.fail(error as Error));
