@@ -6,7 +6,7 @@ import { condense } from "./condense.ts";
 import { discover } from "./discover.ts";
 import type { Logger } from "./log.ts";
 import type { ResolvedOptions } from "./options.ts";
-import { isInside, toolPaths, touchedDirectories } from "./paths.ts";
+import { isInside, touchedDirectories } from "./paths.ts";
 import { render, type Measure } from "./render.ts";
 import { Sessions, type Memo, type SessionState } from "./sessions.ts";
 import { loadTokenizer, type Tokenizer } from "./tokens.ts";
@@ -31,8 +31,6 @@ interface Start {
 }
 
 const HISTORY_TIMEOUT_MS = 3000;
-/** Tools that only read: a context file they name has not changed. */
-const READ_ONLY_TOOLS = new Set(["read", "glob", "grep", "list"]);
 const HOST_INSTRUCTIONS = /^Instructions from: (.+)$/gm;
 
 /**
@@ -55,7 +53,6 @@ export class Engine {
     private readonly settings: EngineSettings,
     /** The worktree with symlinks resolved: every containment decision is made against it. */
     readonly realRoot: string,
-    private readonly sessionStart: string,
   ) {
     const { options, log } = settings;
     this.sessions = new Sessions(options.maxTouchedDirs);
@@ -82,7 +79,7 @@ export class Engine {
 
   static async create(settings: EngineSettings): Promise<Engine> {
     const realRoot = await realpath(settings.worktree).catch(() => settings.worktree);
-    return new Engine(settings, realRoot, settings.directory);
+    return new Engine(settings, realRoot);
   }
 
   /** Records what a tool call touches. Synchronous and free of I/O: it runs before every tool. */
@@ -117,26 +114,19 @@ export class Engine {
   }
 
   /**
-   * After a tool ran: a context file it named is re-read at once rather than when the watcher gets
-   * to it, and a stat check of the session's files starts, which the next step waits for (a bash
-   * command may have changed any of them).
+   * After a tool ran, a stat check of the session's context files starts, and the next step waits
+   * for it: a file the tool wrote (or a bash command changed) is re-read then, not whenever the
+   * watcher gets to it. A file written into a directory the session had not touched is covered by
+   * the touch itself.
    */
-  async afterTool(sessionID: string, tool: unknown, args: unknown): Promise<void> {
+  afterTool(sessionID: string): void {
     if (this.disposed) return;
     const session = this.sessions.get(sessionID);
-    if (typeof tool !== "string" || !READ_ONLY_TOOLS.has(tool)) {
-      const names = this.settings.options.fileNames;
-      for (const { path, isFile } of toolPaths(tool, args, this.settings.directory, this.settings.worktree)) {
-        if (!isFile || !names.includes(basename(path))) continue;
-        const start = await this.resolve(dirname(path));
-        if (start !== undefined) this.cache.invalidate(start.dir);
-      }
-    }
-    const dirs = session.memo?.dirs;
-    if (dirs !== undefined) {
+    const memo = session.memo;
+    if (memo !== undefined) {
       // Tool calls of one step run in parallel: the next step waits for every one of their checks.
       const earlier = session.validating;
-      const check = this.cache.revalidate(dirs);
+      const check = this.validate(memo);
       session.validating = earlier === undefined ? check : Promise.all([earlier, check]).then(() => {});
     }
   }
@@ -167,7 +157,7 @@ export class Engine {
       await validating;
       if (session.validating === validating) session.validating = undefined;
     }
-    if (this.statMode && session.memo !== undefined) await this.cache.revalidate(session.memo.dirs);
+    if (this.statMode && session.memo !== undefined) await this.validate(session.memo);
     const memo = session.memo;
     if (
       memo !== undefined &&
@@ -182,6 +172,13 @@ export class Engine {
     return fresh;
   }
 
+  /** Checks by stat what `memo` was computed from: its directories' files, and directories it found missing. */
+  private async validate(memo: Memo): Promise<void> {
+    const appeared = await Promise.all(memo.missing.map((dir) => stat(dir).then(() => true, () => false)));
+    if (appeared.includes(true)) this.cache.invalidate(memo.missing[appeared.indexOf(true)]!);
+    await this.cache.revalidate(memo.dirs);
+  }
+
   private async compute(session: SessionState): Promise<Memo> {
     // Read before any await: if the cache changes while computing, this memo is already stale.
     const generation = this.cache.generation;
@@ -189,12 +186,15 @@ export class Engine {
     const { hostKey, hostPaths } = session;
     const { maxDepth, systemTokens } = this.settings.options;
 
-    const starts = await Promise.all([this.sessionStart, ...session.touched].map((path) => this.resolve(path)));
+    const starts = await Promise.all([this.settings.directory, ...session.touched].map((path) => this.resolve(path)));
     const startDirs = new Set<string>();
+    const missing: string[] = [];
     for (const start of starts) {
       if (start === undefined) continue;
       startDirs.add(start.dir);
-      if (start.missing !== undefined) this.watcher?.expect(start.missing);
+      if (start.missing === undefined) continue;
+      missing.push(start.missing);
+      this.watcher?.expect(start.missing);
     }
     const dirs = new Set<string>();
     const lookup = (dir: string) => {
@@ -215,7 +215,7 @@ export class Engine {
     const shown = files.filter((file) => !hostPaths.has(file.path));
     const rendered = render(shown, systemTokens, await this.measure());
     const whole = new Set(shown.filter((file) => rendered.whole.has(file.rel)).map((file) => file.path));
-    return { generation, version, hostKey, block: rendered.text, files, whole, dirs: [...dirs] };
+    return { generation, version, hostKey, block: rendered.text, files, whole, dirs: [...dirs], missing };
   }
 
   /**

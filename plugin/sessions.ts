@@ -13,6 +13,8 @@ export interface Memo {
   whole: Set<string>;
   /** Directories looked up to compute it: what stat validation re-checks. */
   dirs: string[];
+  /** Directories touched paths lead to that did not exist: their creation changes where walks start. */
+  missing: string[];
 }
 
 export class SessionState {
