@@ -32,5 +32,12 @@ function entries(inner: string): { path: string; text: string }[] {
   const parts = inner.split(/^(?=Instructions from: )/m).filter((part) => part.trim() !== "");
   // Text before the first entry means this is not purely an instructions reminder: leave it alone.
   if (!parts[0]?.startsWith("Instructions from: ")) return [];
-  return parts.map((text) => ({ path: ENTRY_START.exec(text)![1]!.trim(), text: text.replace(/\n+$/, "") }));
+  const found: { path: string; text: string }[] = [];
+  for (const text of parts) {
+    const path = ENTRY_START.exec(text)?.[1]?.trim();
+    // An entry with no path is not one OpenCode wrote: leave the whole reminder alone.
+    if (path === undefined || path === "") return [];
+    found.push({ path, text: text.replace(/\n+$/, "") });
+  }
+  return found;
 }

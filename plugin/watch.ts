@@ -11,6 +11,13 @@ export interface WatchSettings {
   onFailure: (error: Error) => void;
 }
 
+/**
+ * Errors that mean the watcher as a whole cannot work (out of inotify watches or file descriptors).
+ * Any other error concerns one entry (a symlink loop, a permission): the cache reports unreadable
+ * candidates itself and stat validation after tool calls still covers them.
+ */
+const SYSTEMIC = new Set(["ENOSPC", "EMFILE", "ENFILE"]);
+
 /** A watch this large means a runaway; past it the caller is asked to fall back to stat validation. */
 const MAX_WATCHED_DIRECTORIES = 50_000;
 
@@ -51,7 +58,12 @@ export class DirectoryWatcher {
     this.watcher = undefined;
     this.watched.clear();
     this.expected.clear();
-    await watcher?.close().catch(() => {});
+    if (watcher === undefined) return;
+    const closing = watcher.close();
+    // close() drops every listener, but stats already under way may still fail: an error emitted with
+    // no listener would throw inside chokidar and take the host process down.
+    watcher.on("error", () => {});
+    await closing.catch(() => {});
   }
 
   private usable(): boolean {
@@ -74,6 +86,9 @@ export class DirectoryWatcher {
         ignoreInitial: false,
         // The plugin must never be what keeps OpenCode's process alive.
         persistent: false,
+        // A context file that is a symlink is checked by stat, never watched through: that would put
+        // watches on targets outside the worktree, or loop.
+        followSymlinks: false,
         ignored: (path) => !(this.watched.has(path) || this.expected.has(path) || names.has(basename(path))),
       });
     } catch (error) {
@@ -88,7 +103,10 @@ export class DirectoryWatcher {
       this.settings.onStructure(dirname(path));
     };
     this.watcher.on("addDir", reportDir).on("unlinkDir", reportDir);
-    this.watcher.on("error", (error) => this.fail(error as Error));
+    this.watcher.on("error", (error) => {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === undefined || SYSTEMIC.has(code)) this.fail(error as Error);
+    });
     return this.watcher;
   }
 
