@@ -49,7 +49,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const worktree = values.worktree === undefined ? await gitRoot(directory) : resolve(values.worktree);
   const problems: string[] = [];
-  const options = resolveOptions(
+  const options = await resolveOptions(
     {
       watch: false,
       ...(values["system-tokens"] === undefined ? {} : { systemTokens: Number(values["system-tokens"]) }),
@@ -64,7 +64,7 @@ async function main(argv: string[]): Promise<number> {
   for (const path of values.touch) engine.touch(session, "read", { filePath: path });
   const sessionFiles = await engine.current(session);
   const hostFiles = values["no-host"] ? [] : (sessionFiles?.files ?? []).filter((file) => walkUp(directory, engine.realRoot, options.maxDepth).includes(file.dir));
-  const header = ["You are OpenCode.", ...hostFiles.map((file) => `Instructions from: ${file.path}\n${file.body}`)].join("\n");
+  const header = ["You are OpenCode.", ...hostFiles.map((file) => `Instructions from: ${file.path}\n${file.text}`)].join("\n");
   const memo = await engine.blockFor(session, [header]);
   const copy = await engine.compactionCopy(session);
   await engine.dispose();
@@ -77,6 +77,7 @@ async function main(argv: string[]): Promise<number> {
   console.log(`Touched:           ${values.touch.length === 0 ? "(nothing yet)" : values.touch.join(", ")}\n`);
   console.log("Context files that apply (root first):");
   if (memo.files.length === 0) console.log("  (none)");
+  const tokenizer = await loadTokenizer();
   for (const file of memo.files) {
     const level = relative(engine.realRoot, file.dir).split("/").filter(Boolean).length;
     const reasons: string[] = [];
@@ -84,9 +85,8 @@ async function main(argv: string[]): Promise<number> {
     for (const { path, dir } of touchedDirs) if (walkUp(dir, engine.realRoot, options.maxDepth).includes(file.dir)) reasons.push(`applies to touched ${path}`);
     if (file.root) reasons.push("root: true (nothing above it applies below it)");
     const state = host.has(file.path) ? "injected by OpenCode itself, left out of the block" : memo.whole.has(file.path) ? "in the block" : "in the block, cut to fit the budget";
-    console.log(`${"  ".repeat(level + 1)}${file.rel}  ${file.tokens} tokens  ${state}; ${reasons.join("; ")}`);
+    console.log(`${"  ".repeat(level + 1)}${file.rel}  ${tokenizer.count(file.text)} tokens  ${state}; ${reasons.join("; ")}`);
   }
-  const tokenizer = await loadTokenizer();
   console.log(`\nThe block the model gets (${tokenizer.count(memo.block)} of ${options.systemTokens} tokens):`);
   console.log(memo.block === "" ? "(nothing: every file that applies is already in OpenCode's own prompt)" : memo.block);
   console.log(`\nThe compaction copy (${tokenizer.count(copy)} of ${options.compactionTokens} tokens):`);

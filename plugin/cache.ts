@@ -2,15 +2,20 @@ import { stat } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { loadContextFile, type ContextFile, type LoadSettings } from "./load.ts";
 import type { Logger } from "./log.ts";
-import { loadTokenizer } from "./tokens.ts";
+import { escapeText } from "./escape.ts";
 
-/** A context file as the cache keeps it: read, parsed and counted once per version. */
-export interface CachedFile extends ContextFile {
+/**
+ * A context file as the cache keeps it: read and parsed once per version. Its tokens are counted
+ * as far as a budget ever needs, once, and remembered (`tokens` once known exactly, `atLeast` before).
+ */
+export interface CachedFile extends Omit<ContextFile, "body"> {
   /** Path relative to the worktree, as shown to the model. */
   rel: string;
-  /** Tokens in `body`. */
-  tokens: number;
-  /** Cuts of `body` already made for a token cap, so a re-render after an unrelated change costs nothing. */
+  /** The text the model gets: frontmatter removed, framing tags neutralized, trailing space trimmed. */
+  text: string;
+  tokens: number | undefined;
+  atLeast: number;
+  /** Cuts of `text` already made for a token cap, so a re-render after an unrelated change costs nothing. */
   heads: Map<number, string>;
 }
 
@@ -99,7 +104,7 @@ export class ContextCache {
     const [exists, signature] = await Promise.all([isDirectory(dir), this.signatureOf(dir)]);
     onLookup?.(dir, exists);
     if (!exists) return { file: null, signature };
-    const [{ file, skipped }, tokenizer] = await Promise.all([loadContextFile(dir, this.settings), loadTokenizer()]);
+    const { file, skipped } = await loadContextFile(dir, this.settings);
     for (const skip of skipped) log.once(`skip:${skip.path}:${skip.reason}`, "warn", `skipped ${skip.path}: ${skip.reason}`);
     if (file === null) return { file: null, signature };
     if (file.frontmatterError !== undefined) {
@@ -108,10 +113,9 @@ export class ContextCache {
     if (file.cutAtBytes) {
       log.once(`size:${file.path}:${file.mtimeMs}`, "warn", `${file.path} is ${file.size} bytes; only the first ${this.settings.maxFileBytes} are used (option maxFileBytes)`);
     }
-    return {
-      signature,
-      file: { ...file, rel: relative(realRoot, file.path), tokens: tokenizer.count(file.body), heads: new Map() },
-    };
+    const { body, ...rest } = file;
+    const text = escapeText(body.replace(/\s+$/, ""));
+    return { signature, file: { ...rest, rel: relative(realRoot, file.path), text, tokens: undefined, atLeast: 0, heads: new Map() } };
   }
 }
 

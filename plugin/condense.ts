@@ -1,5 +1,4 @@
-import { escapeAttribute, escapeText } from "./escape.ts";
-import { CLOSE_TAG, OPEN_TAG, type Measure, type Section } from "./render.ts";
+import { CLOSE_SECTION, CLOSE_TAG, OPEN_TAG, openSection, seamReserve, type Measure, type Section } from "./render.ts";
 
 const PREAMBLE =
   "Project instructions (context files) for the directories this session worked in, closest first. They still apply after this summary: keep their rules in it.";
@@ -12,47 +11,24 @@ const TRUNCATED = "\n(truncated)";
  * `(truncated)` marker and the rest are left out.
  */
 export function condense<S extends Section>(sections: readonly S[], budget: number, measure: Measure<S>): string {
-  // Pieces are counted one by one; the joined text can tokenize a little differently, so check it.
-  let limit = budget;
-  for (let attempt = 0; attempt < 4 && limit > 0; attempt++) {
-    const text = fill(sections, limit, measure);
-    const over = measure.count(text) - budget;
-    if (over <= 0) return text;
-    limit -= over;
-  }
-  return "";
-}
-
-function fill<S extends Section>(sections: readonly S[], budget: number, measure: Measure<S>): string {
   if (sections.length === 0) return "";
-  const frame = `${OPEN_TAG}\n${PREAMBLE}\n`;
-  let used = measure.count(frame + CLOSE_TAG);
-  if (used >= budget) return "";
-  let text = frame;
+  let text = `${OPEN_TAG}\n${PREAMBLE}\n`;
+  let left = budget - measure.count(text + CLOSE_TAG) - seamReserve(sections.length);
+  if (left <= 0) return "";
+  const marker = measure.count(TRUNCATED);
   for (const section of sections) {
-    const head = `<context-file path="${escapeAttribute(section.rel)}">\n`;
-    const tail = "\n</context-file>\n";
-    const overhead = measure.count(head + tail);
-    const body = escapeText(section.body.replace(/\s+$/, ""));
-    if (used + overhead + section.tokens <= budget) {
-      const whole = head + body + tail;
-      const cost = measure.count(whole);
-      if (used + cost <= budget) {
-        text += whole;
-        used += cost;
-        continue;
-      }
+    const frame = openSection(section.rel) + CLOSE_SECTION;
+    const room = left - measure.count(frame);
+    const tokens = measure.tokensUpTo(section, Math.max(0, room));
+    if (tokens <= room) {
+      text += openSection(section.rel) + section.text + CLOSE_SECTION;
+      left = room - tokens;
+      continue;
     }
     // Cut this one to what is left, then stop: what follows is farther away and matters less.
-    let room = budget - used - overhead - measure.count(TRUNCATED);
-    while (room > 0) {
-      const cut = head + escapeText(measure.head(section, room).replace(/\s+$/, "")) + TRUNCATED + tail;
-      const over = used + measure.count(cut) - budget;
-      if (over <= 0) return text + cut + CLOSE_TAG;
-      room -= over;
-    }
-    // No room for even the beginning of it: still say that the copy is not complete.
-    return `${text}${TRUNCATED.trimStart()}\n${CLOSE_TAG}`;
+    const head = room - marker > 0 ? measure.head(section, room - marker).replace(/\s+$/, "") : "";
+    text += head === "" ? `${TRUNCATED.trimStart()}\n` : openSection(section.rel) + head + TRUNCATED + CLOSE_SECTION;
+    break;
   }
   return text + CLOSE_TAG;
 }

@@ -311,13 +311,22 @@ export class Engine {
   }
 }
 
+/** Measures cached files, remembering on each file version what was learnt of it. */
 function measureWith(tokenizer: Tokenizer): Measure<CachedFile> {
   return {
     count: tokenizer.count,
+    tokensUpTo(file, limit) {
+      if (file.tokens !== undefined) return file.tokens;
+      if (file.atLeast > limit) return file.atLeast;
+      const counted = tokenizer.countUpTo(file.text, limit);
+      if (counted <= limit) file.tokens = counted;
+      else file.atLeast = limit + 1;
+      return counted <= limit ? counted : limit + 1;
+    },
     head(file, maxTokens) {
       let head = file.heads.get(maxTokens);
       if (head === undefined) {
-        head = tokenizer.head(file.body, maxTokens);
+        head = tokenizer.head(file.text, maxTokens);
         file.heads.set(maxTokens, head);
       }
       return head;

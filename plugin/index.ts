@@ -28,7 +28,7 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
     if (typeof input !== "object" || input === null) throw new Error("no plugin input");
     if (started.has(input)) return {};
     started.add(input);
-    const options = resolveOptions(rawOptions, (message) => log.log("warn", message));
+    const options = await resolveOptions(rawOptions, (message) => log.log("warn", message));
     const directory = typeof input.directory === "string" && input.directory !== "" ? input.directory : process.cwd();
     // Outside a git repository OpenCode's worktree is "/": the session directory is the root then,
     // so nothing above the project is ever read.

@@ -72,7 +72,7 @@ export async function loadContextFile(dir: string, settings: LoadSettings): Prom
         skipped.push({ path: candidate, reason: "not valid UTF-8" });
         continue;
       }
-      const { body, root, error } = parseFrontmatter(text);
+      const { body, root, error } = await parseFrontmatter(text);
       return {
         skipped,
         file: {

@@ -1,4 +1,4 @@
-import { z } from "zod";
+import type { z } from "zod";
 
 /**
  * What a user may pass as the plugin's options (opencode.json `["opencode-project-context", {…}]`).
@@ -33,40 +33,45 @@ export const DEFAULT_OPTIONS: ResolvedOptions = Object.freeze({
   watch: true,
 });
 
-const fileName = z
-  .string()
-  .min(1)
-  .max(255)
-  .refine((name) => !/[\\/\0]/.test(name) && name !== "." && name !== "..", "must be a plain file name, not a path");
+type Field = keyof ProjectContextOptions;
+const FIELDS = Object.keys(DEFAULT_OPTIONS) as Field[];
 
-const fields = {
-  fileNames: z.array(fileName).min(1).max(16),
-  maxDepth: z.number().int().min(0).max(64),
-  systemTokens: z.number().int().min(0).max(1_000_000),
-  compactionTokens: z.number().int().min(0).max(1_000_000),
-  maxFileBytes: z.number().int().min(1024).max(64 * 1024 * 1024),
-  maxTouchedDirs: z.number().int().min(1).max(1_000_000),
-  watch: z.boolean(),
-} satisfies { [K in keyof ProjectContextOptions]-?: z.ZodType };
-
-type Field = keyof typeof fields;
+function schemaOf({ z }: typeof import("zod")): { [K in Field]: z.ZodType } {
+  const fileName = z
+    .string()
+    .min(1)
+    .max(255)
+    .refine((name) => !/[\\/\0]/.test(name) && name !== "." && name !== "..", "must be a plain file name, not a path");
+  return {
+    fileNames: z.array(fileName).min(1).max(16),
+    maxDepth: z.number().int().min(0).max(64),
+    systemTokens: z.number().int().min(0).max(1_000_000),
+    compactionTokens: z.number().int().min(0).max(1_000_000),
+    maxFileBytes: z.number().int().min(1024).max(64 * 1024 * 1024),
+    maxTouchedDirs: z.number().int().min(1).max(1_000_000),
+    watch: z.boolean(),
+  };
+}
 
 /**
  * Validates each option on its own, so one bad value costs only that value: it is reported
  * through `warn` and its default used, while the valid ones still apply. Unknown keys are
- * reported too (most often a typo). The caller's object is never mutated.
+ * reported too (most often a typo). The caller's object is never mutated. zod is loaded only when
+ * there are options to check: it costs ~20 ms of start-up, more than the whole plugin may.
  */
-export function resolveOptions(raw: unknown, warn: (message: string) => void): ResolvedOptions {
+export async function resolveOptions(raw: unknown, warn: (message: string) => void): Promise<ResolvedOptions> {
   if (raw === undefined || raw === null) return DEFAULT_OPTIONS;
   if (typeof raw !== "object" || Array.isArray(raw)) {
     warn(`options must be an object, got ${Array.isArray(raw) ? "an array" : typeof raw}; using the defaults`);
     return DEFAULT_OPTIONS;
   }
   const given = raw as Record<string, unknown>;
+  if (Object.keys(given).length === 0) return DEFAULT_OPTIONS;
+  const fields = schemaOf(await import("zod"));
   const resolved: Record<string, unknown> = { ...DEFAULT_OPTIONS };
   for (const key of Object.keys(given)) {
-    if (!(key in fields)) {
-      warn(`unknown option "${key}" ignored; known options: ${Object.keys(fields).join(", ")}`);
+    if (!FIELDS.includes(key as Field)) {
+      warn(`unknown option "${key}" ignored; known options: ${FIELDS.join(", ")}`);
       continue;
     }
     const field = key as Field;

@@ -1,16 +1,18 @@
-import { allocate } from "./budget.ts";
 import { escapeAttribute, escapeText } from "./escape.ts";
 
 /** What rendering needs of a context file. */
 export interface Section {
+  /** Path relative to the worktree. */
   rel: string;
-  body: string;
-  tokens: number;
+  /** The text as the model gets it (frontmatter removed, framing tags neutralized, trailing space trimmed). */
+  text: string;
 }
 
 export interface Measure<S extends Section = Section> {
   count(text: string): number;
-  /** The beginning of `section.body` within `maxTokens`. */
+  /** Tokens of `section.text` when at most `limit`, otherwise any number above it. */
+  tokensUpTo(section: S, limit: number): number;
+  /** The beginning of `section.text` within `maxTokens`. */
   head(section: S, maxTokens: number): string;
 }
 
@@ -30,66 +32,102 @@ const PREAMBLE =
 /** Below this many tokens a file's beginning says too little to be worth its header. */
 const MIN_SHARE = 64;
 
-const open = (rel: string) => `<context-file path="${escapeAttribute(rel)}">\n`;
-const CLOSE_SECTION = "\n</context-file>\n";
-const cutNote = (section: Section, shown: number) =>
-  `\n[cut to fit the token budget: ${shown} of ${section.tokens} tokens shown. Read ${escapeText(section.rel)} for the rest.]`;
+export const openSection = (rel: string) => `<context-file path="${escapeAttribute(rel)}">\n`;
+export const CLOSE_SECTION = "\n</context-file>\n";
+
+/**
+ * Pieces are counted one by one; joined, text can tokenize a token or so differently at each seam.
+ * This much is kept in reserve so the joined block still fits.
+ */
+export const seamReserve = (pieces: number) => 8 + 2 * pieces;
 
 /**
  * The `<project-context>` block for `sections` (in order) within `budget` tokens. Over budget,
- * every file keeps its beginning and the longest are cut first, to a fair share, each cut marked
- * with the file's path. When even fair shares would be too small to help, the last sections are
- * left out and counted in a closing line. Deterministic: the same input gives the same bytes.
+ * every file keeps its beginning and the longest are cut first, to a fair share (water-filling),
+ * each cut ending in a note with the file's path and where to read on. When even fair shares would
+ * be too small to help, the last sections are left out and counted in a closing line.
+ * Deterministic: the same input gives the same bytes.
  */
 export function render<S extends Section>(sections: readonly S[], budget: number, measure: Measure<S>): Rendered {
   if (sections.length === 0 || budget <= 0) return { text: "", whole: new Set() };
   const frame = measure.count(`${OPEN_TAG}\n${PREAMBLE}\n${CLOSE_TAG}`);
-  const headers = sections.map((section) => measure.count(open(section.rel) + CLOSE_SECTION));
-  if (frame + sum(headers) + sum(sections.map((s) => s.tokens)) <= budget) {
-    const full = assemble(sections, sections.map((section) => section.tokens), measure);
-    if (measure.count(full.text) <= budget) return full;
-  }
+  const headers = sections.map((section) => measure.count(openSection(section.rel) + CLOSE_SECTION));
 
+  // Everything whole, if it fits: each file is counted only up to what is left.
+  let left = budget - frame - sum(headers) - seamReserve(sections.length);
+  const whole: number[] = [];
+  for (const section of sections) {
+    const tokens = measure.tokensUpTo(section, Math.max(0, left));
+    if (tokens > left) break;
+    whole.push(tokens);
+    left -= tokens;
+  }
+  if (whole.length === sections.length) return assemble(sections, [], 0);
+
+  // Fair shares. Leave out the last sections while a share would be too small to say anything.
+  // Cut notes are reserved at their longest (six-digit line numbers), so a cut always fits.
+  const notes = sections.map((section) => measure.count(cutNote(section.rel, 999_999, 999_999)));
+  const omittedTokens = measure.count(omittedNote(sections.length));
+  const roomFor = (n: number) =>
+    budget - frame - sum(headers.slice(0, n)) - sum(notes.slice(0, n)) - seamReserve(n + 1) - (n < sections.length ? omittedTokens : 0);
   let kept = sections.length;
-  const noteReserve = measure.count(omittedNote(sections.length));
-  while (kept > 1 && frame + noteReserve + sum(headers.slice(0, kept)) + kept * MIN_SHARE > budget) kept--;
-  const chosen = sections.slice(0, kept);
-  const omitted = sections.length - kept;
+  while (kept > 1 && roomFor(kept) < kept * MIN_SHARE) kept--;
 
-  let available = budget - frame - sum(headers.slice(0, kept)) - (omitted > 0 ? noteReserve : 0);
-  for (let attempt = 0; attempt < 6; attempt++) {
-    let caps = allocate(chosen.map((s) => s.tokens), available);
-    // Cut sections carry a note; make room for the notes and share again.
-    const notes = sum(chosen.map((s, i) => (caps[i]! < s.tokens ? measure.count(cutNote(s, caps[i]!)) : 0)));
-    caps = allocate(chosen.map((s) => s.tokens), available - notes);
-    const rendered = assemble(chosen, caps, measure, omitted);
-    const over = measure.count(rendered.text) - budget;
-    if (over <= 0) return rendered;
-    available -= over;
-  }
-  return { text: "", whole: new Set() };
+  const shown = sections.slice(0, kept);
+  const caps = waterFill(shown, roomFor(kept), measure);
+  const heads = caps.map((cap, i) => (cap === undefined ? undefined : measure.head(shown[i]!, cap)));
+  return assemble(shown, heads, sections.length - kept);
 }
 
-function assemble<S extends Section>(sections: readonly S[], caps: readonly number[], measure: Measure<S>, omitted = 0): Rendered {
+/** The block's text; `heads[i]` is the cut beginning of section i, or undefined where it is whole. */
+function assemble(shown: readonly Section[], heads: readonly (string | undefined)[], omitted: number): Rendered {
   const whole = new Set<string>();
   let text = `${OPEN_TAG}\n${PREAMBLE}\n`;
-  sections.forEach((section, i) => {
-    const cap = caps[i]!;
-    let body: string;
-    if (cap >= section.tokens) {
-      whole.add(section.rel);
-      body = escapeText(section.body.replace(/\s+$/, ""));
-    } else {
-      body = escapeText(measure.head(section, cap).replace(/\s+$/, "")) + cutNote(section, cap);
-    }
-    text += open(section.rel) + body + CLOSE_SECTION;
+  shown.forEach((section, i) => {
+    const head = heads[i];
+    if (head === undefined) whole.add(section.rel);
+    const body = head === undefined ? section.text : head.replace(/\s+$/, "") + cutNote(section.rel, lineCount(head), lineCount(section.text));
+    text += openSection(section.rel) + body + CLOSE_SECTION;
   });
-  if (omitted > 0) text += omittedNote(omitted) + "\n";
+  if (omitted > 0) text += omittedNote(omitted);
   return { text: text + CLOSE_TAG, whole };
 }
 
 function omittedNote(count: number): string {
-  return `[${count} more context file${count === 1 ? "" : "s"} apply here but did not fit the token budget; read the AGENTS.md of the directory you work in directly.]`;
+  return `[${count} more context file${count === 1 ? "" : "s"} apply here but did not fit the token budget; read the AGENTS.md of the directory you work in directly.]\n`;
+}
+
+/**
+ * Water-filling over sizes that are only counted as far as needed: a section at or under the
+ * current share is counted exactly and keeps everything; the others share what is left equally.
+ * Returns each section's cap, or undefined for a section that stays whole.
+ */
+function waterFill<S extends Section>(sections: readonly S[], available: number, measure: Measure<S>): (number | undefined)[] {
+  const caps: (number | undefined)[] = sections.map(() => undefined);
+  let open = sections.map((_, i) => i);
+  let remaining = Math.max(0, available);
+  for (;;) {
+    const share = Math.floor(remaining / Math.max(1, open.length));
+    const small = open.filter((i) => measure.tokensUpTo(sections[i]!, share) <= share);
+    if (small.length === 0 || open.length === 0) {
+      for (const i of open) caps[i] = share;
+      return caps;
+    }
+    for (const i of small) remaining -= measure.tokensUpTo(sections[i]!, share);
+    open = open.filter((i) => !small.includes(i));
+  }
+}
+
+function cutNote(rel: string, shownLines: number, totalLines: number): string {
+  return `\n[cut to fit the token budget: lines 1-${shownLines} of ${totalLines} shown. Read ${escapeText(rel)} from line ${shownLines} on for the rest.]`;
+}
+
+/** Lines in `text`, a last line without a line break included. */
+export function lineCount(text: string): number {
+  if (text === "") return 0;
+  let lines = 1;
+  for (let at = text.indexOf("\n"); at !== -1; at = text.indexOf("\n", at + 1)) lines++;
+  return text.endsWith("\n") ? lines - 1 : lines;
 }
 
 function sum(values: readonly number[]): number {

@@ -1,4 +1,4 @@
-import { watch as chokidarWatch, type FSWatcher } from "chokidar";
+import type { FSWatcher } from "chokidar";
 import { basename, dirname } from "node:path";
 
 export interface WatchSettings {
@@ -27,7 +27,8 @@ const MAX_WATCHED_DIRECTORIES = 50_000;
  * (`expect`), so a context file created in a new directory is seen too.
  */
 export class DirectoryWatcher {
-  private watcher: FSWatcher | undefined;
+  /** chokidar, loaded and started on the first watch (its import would cost start-up ~12 ms). */
+  private watcher: Promise<FSWatcher | undefined> | undefined;
   private readonly watched = new Set<string>();
   private readonly expected = new Set<string>();
   private failed = false;
@@ -44,7 +45,7 @@ export class DirectoryWatcher {
   watch(dir: string): void {
     if (this.watched.has(dir) || !this.usable()) return;
     this.watched.add(dir);
-    this.instance()?.add(dir);
+    void this.instance().then((watcher) => watcher?.add(dir));
   }
 
   /** Note a directory on a chain that does not exist (yet): its creation in a watched parent is reported. */
@@ -54,10 +55,11 @@ export class DirectoryWatcher {
 
   async close(): Promise<void> {
     this.closed = true;
-    const watcher = this.watcher;
+    const pending = this.watcher;
     this.watcher = undefined;
     this.watched.clear();
     this.expected.clear();
+    const watcher = await pending;
     if (watcher === undefined) return;
     const closing = watcher.close();
     // close() drops every listener, but stats already under way may still fail: an error emitted with
@@ -75,15 +77,29 @@ export class DirectoryWatcher {
     return true;
   }
 
-  private instance(): FSWatcher | undefined {
-    if (this.watcher !== undefined) return this.watcher;
+  private instance(): Promise<FSWatcher | undefined> {
+    this.watcher ??= import("chokidar").then(
+      ({ watch }) => (this.closed ? undefined : this.start(watch)),
+      (error: Error) => {
+        this.fail(error);
+        return undefined;
+      },
+    );
+    return this.watcher;
+  }
+
+  private start(watch: typeof import("chokidar").watch): FSWatcher | undefined {
     const names = new Set(this.settings.fileNames);
+    let watcher: FSWatcher;
     try {
-      this.watcher = chokidarWatch([], {
+      watcher = watch([], {
         depth: 0,
         // A directory's first scan reports what is there: a file created between the plugin's read and
         // the watch taking hold is caught that way (the cache compares by stat, so no needless re-read).
         ignoreInitial: false,
+        // Every event is checked by stat, so there is no need for chokidar to hold back an unlink for
+        // 100 ms to recognise an editor's atomic save.
+        atomic: false,
         // The plugin must never be what keeps OpenCode's process alive.
         persistent: false,
         // A context file that is a symlink is checked by stat, never watched through: that would put
@@ -96,18 +112,18 @@ export class DirectoryWatcher {
       return undefined;
     }
     const report = (path: string) => this.settings.onChange(dirname(path));
-    this.watcher.on("add", report).on("change", report).on("unlink", report);
+    watcher.on("add", report).on("change", report).on("unlink", report);
     const reportDir = (path: string) => {
       if (this.watched.has(path)) return this.settings.onChange(path);
       this.settings.onStructure(path);
       this.settings.onStructure(dirname(path));
     };
-    this.watcher.on("addDir", reportDir).on("unlinkDir", reportDir);
-    this.watcher.on("error", (error) => {
+    watcher.on("addDir", reportDir).on("unlinkDir", reportDir);
+    watcher.on("error", (error) => {
       const code = (error as NodeJS.ErrnoException).code;
       if (code === undefined || SYSTEMIC.has(code)) this.fail(error as Error);
     });
-    return this.watcher;
+    return watcher;
   }
 
   private fail(error: Error): void {

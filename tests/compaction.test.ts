@@ -2,13 +2,8 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { condense } from "../plugin/condense.ts";
-import type { Section } from "../plugin/render.ts";
-import { loadTokenizer } from "../plugin/tokens.ts";
 import { sectionPaths, start, tempProject, type Started } from "./helpers/harness.ts";
-
-const tokenizer = await loadTokenizer();
-const measure = { count: tokenizer.count, head: (section: Section, max: number) => tokenizer.head(section.body, max) };
-const lines = (label: string, count: number) => Array.from({ length: count }, (_, i) => `${label} rule ${i}: keep this line.`).join("\n") + "\n";
+import { lines, measure, section, tokenizer } from "./helpers/measure.ts";
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -27,10 +22,7 @@ async function open(options?: Record<string, unknown>): Promise<{ root: string; 
 
 describe("condense", () => {
   test("keeps the given order and cuts the first file that does not fit, marked (truncated)", () => {
-    const sections = ["near", "mid", "far"].map((label) => {
-      const body = lines(label, 100);
-      return { rel: `${label}/AGENTS.md`, body, tokens: tokenizer.count(body) };
-    });
+    const sections = ["near", "mid", "far"].map((label) => section(`${label}/AGENTS.md`, lines(label, 100)));
     const copy = condense(sections, 1000, measure);
     expect(tokenizer.count(copy)).toBeLessThanOrEqual(1000);
     expect(sectionPaths(copy)).toEqual(["near/AGENTS.md", "mid/AGENTS.md"]);

@@ -2,27 +2,27 @@ import { describe, expect, test } from "bun:test";
 import { parseFrontmatter } from "../plugin/frontmatter.ts";
 
 describe("parseFrontmatter", () => {
-  test("YAML frontmatter is taken out of the body, root: true is read", () => {
-    expect(parseFrontmatter("---\nroot: true\nowner: x\n---\n# Body\n")).toEqual({ body: "# Body\n", root: true });
-    expect(parseFrontmatter("---\nroot: yes please\n---\nb")).toEqual({ body: "b", root: false });
+  test("YAML frontmatter is taken out of the body, root: true is read", async () => {
+    expect(await parseFrontmatter("---\nroot: true\nowner: x\n---\n# Body\n")).toEqual({ body: "# Body\n", root: true });
+    expect(await parseFrontmatter("---\nroot: yes please\n---\nb")).toEqual({ body: "b", root: false });
   });
 
-  test("a file without frontmatter is all body, including one that merely opens with a --- rule", () => {
-    expect(parseFrontmatter("# Title\n---\nx")).toEqual({ body: "# Title\n---\nx", root: false });
-    expect(parseFrontmatter("---\nno closing delimiter\n")).toEqual({ body: "---\nno closing delimiter\n", root: false });
+  test("a file without frontmatter is all body, including one that merely opens with a --- rule", async () => {
+    expect(await parseFrontmatter("# Title\n---\nx")).toEqual({ body: "# Title\n---\nx", root: false });
+    expect(await parseFrontmatter("---\nno closing delimiter\n")).toEqual({ body: "---\nno closing delimiter\n", root: false });
   });
 
-  test("invalid YAML: the body is still used and the error reported", () => {
-    const parsed = parseFrontmatter("---\nroot: [unclosed\n---\n# Body\n");
+  test("invalid YAML: the body is still used and the error reported", async () => {
+    const parsed = await parseFrontmatter("---\nroot: [unclosed\n---\n# Body\n");
     expect(parsed.body).toBe("# Body\n");
     expect(parsed.root).toBe(false);
     expect(parsed.error).toBeString();
   });
 
-  test("code-running frontmatter engines are never run", () => {
+  test("code-running frontmatter engines are never run", async () => {
     const marker = "__frontmatterRan";
     for (const lang of ["js", "javascript", "coffee", "JS"]) {
-      const parsed = parseFrontmatter(`---${lang}\n{ root: (globalThis.${marker} = true) }\n---\n# Body\n`);
+      const parsed = await parseFrontmatter(`---${lang}\n{ root: (globalThis.${marker} = true) }\n---\n# Body\n`);
       expect(parsed.body).toBe("# Body\n");
       expect(parsed.root).toBe(false);
       expect(parsed.error).toContain("not");
@@ -30,8 +30,8 @@ describe("parseFrontmatter", () => {
     expect((globalThis as Record<string, unknown>)[marker]).toBeUndefined();
   });
 
-  test("YAML tags that would build code are refused", () => {
-    const parsed = parseFrontmatter('---\nroot: !!js/function "function () { globalThis.__yamlRan = true }"\n---\nb');
+  test("YAML tags that would build code are refused", async () => {
+    const parsed = await parseFrontmatter('---\nroot: !!js/function "function () { globalThis.__yamlRan = true }"\n---\nb');
     expect(parsed.body).toBe("b");
     expect((globalThis as Record<string, unknown>).__yamlRan).toBeUndefined();
   });

@@ -8,8 +8,8 @@ afterEach(async () => {
 });
 
 describe("resolveOptions", () => {
-  test("no options means the documented defaults", () => {
-    expect(resolveOptions(undefined, () => {})).toEqual({
+  test("no options means the documented defaults", async () => {
+    expect(await resolveOptions(undefined, () => {})).toEqual({
       fileNames: ["AGENTS.md", "CLAUDE.md"],
       maxDepth: 10,
       systemTokens: 8000,
@@ -20,10 +20,10 @@ describe("resolveOptions", () => {
     });
   });
 
-  test("a bad value is reported and only that option falls back to its default", () => {
+  test("a bad value is reported and only that option falls back to its default", async () => {
     const warnings: string[] = [];
     const given = { systemTokens: "lots", maxDepth: 3, fileNames: ["../AGENTS.md"], bogus: 1 };
-    const resolved = resolveOptions(given, (message) => warnings.push(message));
+    const resolved = await resolveOptions(given, (message) => warnings.push(message));
     expect(resolved.systemTokens).toBe(8000);
     expect(resolved.maxDepth).toBe(3);
     expect(resolved.fileNames).toEqual(["AGENTS.md", "CLAUDE.md"]);
@@ -33,17 +33,17 @@ describe("resolveOptions", () => {
     expect(given).toEqual({ systemTokens: "lots", maxDepth: 3, fileNames: ["../AGENTS.md"], bogus: 1 });
   });
 
-  test("options that are not an object are reported and the defaults used", () => {
+  test("options that are not an object are reported and the defaults used", async () => {
     for (const raw of ["x", 7, [1], true]) {
       const warnings: string[] = [];
-      expect(resolveOptions(raw, (message) => warnings.push(message))).toBe(DEFAULT_OPTIONS);
+      expect(await resolveOptions(raw, (message) => warnings.push(message))).toBe(DEFAULT_OPTIONS);
       expect(warnings).toHaveLength(1);
     }
   });
 
-  test("the caller's arrays are copied, never kept", () => {
+  test("the caller's arrays are copied, never kept", async () => {
     const fileNames = ["A.md"];
-    const resolved = resolveOptions({ fileNames }, () => {});
+    const resolved = await resolveOptions({ fileNames }, () => {});
     fileNames.push("B.md");
     expect(resolved.fileNames).toEqual(["A.md"]);
   });
