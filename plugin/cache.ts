@@ -19,6 +19,9 @@ export interface CachedFile extends Omit<ContextFile, "body"> {
   heads: Map<number, string>;
 }
 
+/** A signature no directory has: a record carrying it is read again at its next check. */
+const RETRY = "retry";
+
 interface DirRecord {
   file: CachedFile | null;
   /** What stat said of each candidate name when the directory was read: a difference means re-read. */
@@ -90,7 +93,8 @@ export class ContextCache {
     const stats = await Promise.all(
       this.settings.fileNames.map((name) =>
         stat(join(dir, name)).then(
-          (info) => `${info.ino}:${info.mtimeMs}:${info.size}:${info.isFile() ? "f" : "o"}`,
+          // ctime also moves on chmod and chown, so a permission fixed later is noticed.
+          (info) => `${info.ino}:${info.mtimeMs}:${info.ctimeMs}:${info.size}:${info.isFile() ? "f" : "o"}`,
           () => "-",
         ),
       ),
@@ -106,7 +110,9 @@ export class ContextCache {
     if (!exists) return { file: null, signature };
     const { file, skipped } = await loadContextFile(dir, this.settings);
     for (const skip of skipped) log.once(`skip:${skip.path}:${skip.reason}`, "warn", `skipped ${skip.path}: ${skip.reason}`);
-    if (file === null) return { file: null, signature };
+    // A read that failed for a passing reason is tried again at the next check, changed or not.
+    const checked = skipped.some((skip) => skip.transient) ? RETRY : signature;
+    if (file === null) return { file: null, signature: checked };
     if (file.frontmatterError !== undefined) {
       log.once(`frontmatter:${file.path}:${file.mtimeMs}`, "warn", `ignored the frontmatter of ${file.path}: ${file.frontmatterError}; its body is still used`);
     }
@@ -115,7 +121,7 @@ export class ContextCache {
     }
     const { body, ...rest } = file;
     const text = escapeText(body.replace(/\s+$/, ""));
-    return { signature, file: { ...rest, rel: relative(realRoot, file.path), text, tokens: undefined, atLeast: 0, heads: new Map() } };
+    return { signature: checked, file: { ...rest, rel: relative(realRoot, file.path), text, tokens: undefined, atLeast: 0, heads: new Map() } };
   }
 }
 

@@ -60,6 +60,7 @@ export class Engine {
     this.watcher = options.watch
       ? new DirectoryWatcher({
           fileNames: options.fileNames,
+          capacity: options.maxWatchedDirs,
           onChange: (dir) => void this.cache.revalidate([dir]),
           onStructure: (dir) => this.cache.invalidate(dir),
           onFailure: (error) => {
@@ -114,12 +115,12 @@ export class Engine {
   }
 
   /**
-   * After a tool ran, a stat check of the session's context files starts, and the next step waits
-   * for it: a file the tool wrote (or a bash command changed) is re-read then, not whenever the
-   * watcher gets to it. A file written into a directory the session had not touched is covered by
-   * the touch itself.
+   * After a tool ran, or a user message arrived, a stat check of everything the session's block
+   * depends on starts, and the next step waits for it. Every step follows one of the two, so a file
+   * the agent wrote, a bash command changed, or the user edited between messages shows in the very
+   * next step, watched or not; the watcher only makes the change known sooner.
    */
-  afterTool(sessionID: string): void {
+  checkBeforeNextStep(sessionID: string): void {
     if (this.disposed) return;
     const session = this.sessions.get(sessionID);
     const memo = session.memo;

@@ -1,5 +1,6 @@
 import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin";
 import { Engine } from "./engine.ts";
+import { createChatMessage } from "./hooks/chat-message.ts";
 import { createCompacting } from "./hooks/compacting.ts";
 import { createEvent } from "./hooks/event.ts";
 import { createSystemTransform } from "./hooks/system-transform.ts";
@@ -39,6 +40,7 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
     return {
       "tool.execute.before": createToolBefore(engine, log),
       "tool.execute.after": createToolAfter(engine, log),
+      "chat.message": createChatMessage(engine, log),
       "experimental.chat.system.transform": createSystemTransform(engine, log),
       "experimental.session.compacting": createCompacting(engine, log),
       event: createEvent(engine, log),

@@ -23,7 +23,12 @@ export interface ContextFile {
   frontmatterError?: string;
 }
 
-export type Skip = { path: string; reason: string };
+export type Skip = {
+  path: string;
+  reason: string;
+  /** The failure may pass (a permission, too many open files, an I/O error): worth trying again. */
+  transient?: boolean;
+};
 
 export interface LoadResult {
   file: ContextFile | null;
@@ -95,7 +100,7 @@ export async function loadContextFile(dir: string, settings: LoadSettings): Prom
         skipped.push({ path: candidate, reason: "symlink loop" });
         continue;
       }
-      skipped.push({ path: candidate, reason: `unreadable (${code ?? String(error)})` });
+      skipped.push({ path: candidate, reason: `unreadable (${code ?? String(error)})`, transient: true });
     }
   }
   return { file: null, skipped };

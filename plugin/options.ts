@@ -19,6 +19,8 @@ export interface ProjectContextOptions {
   maxTouchedDirs?: number;
   /** Keep the cache fresh with a file watcher; `false` validates by stat before every step instead. */
   watch?: boolean;
+  /** Directories watched at most (the first needed); the others are checked by stat at every step boundary. */
+  maxWatchedDirs?: number;
 }
 
 export type ResolvedOptions = Readonly<Required<ProjectContextOptions>>;
@@ -31,6 +33,7 @@ export const DEFAULT_OPTIONS: ResolvedOptions = Object.freeze({
   maxFileBytes: 128 * 1024,
   maxTouchedDirs: 4096,
   watch: true,
+  maxWatchedDirs: 1024,
 });
 
 type Field = keyof ProjectContextOptions;
@@ -50,6 +53,7 @@ function schemaOf({ z }: typeof import("zod")): { [K in Field]: z.ZodType } {
     maxFileBytes: z.number().int().min(1024).max(64 * 1024 * 1024),
     maxTouchedDirs: z.number().int().min(1).max(1_000_000),
     watch: z.boolean(),
+    maxWatchedDirs: z.number().int().min(0).max(100_000),
   };
 }
 

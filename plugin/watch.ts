@@ -3,6 +3,8 @@ import { basename, dirname } from "node:path";
 
 export interface WatchSettings {
   fileNames: readonly string[];
+  /** Directories watched at most; past it, directories are left to stat validation. */
+  capacity: number;
   /** A directory's context file may have been created, edited or deleted: check it. */
   onChange: (dir: string) => void;
   /** A directory that a walk expected appeared or went: what touched paths resolve to may differ. */
@@ -18,13 +20,16 @@ export interface WatchSettings {
  */
 const SYSTEMIC = new Set(["ENOSPC", "EMFILE", "ENFILE"]);
 
-/** A watch this large means a runaway; past it the caller is asked to fall back to stat validation. */
-const MAX_WATCHED_DIRECTORIES = 50_000;
-
 /**
  * Watches exactly the directories on known chains, one level deep and only for the candidate file
  * names, never a tree recursively. A directory that does not exist yet is awaited through its parent
  * (`expect`), so a context file created in a new directory is seen too.
+ *
+ * At most `capacity` directories are watched, the first ones needed (which include the top of every
+ * chain): a watch costs ~20 KB of native memory in Bun. The others stay correct without a watch: the
+ * engine checks every file a session depends on by stat after each tool call and each user message.
+ * (chokidar's `unwatch` of a directory also drops everything below it, so watches are never let go
+ * one by one to make room.)
  */
 export class DirectoryWatcher {
   /** chokidar, loaded and started on the first watch (its import would cost start-up ~12 ms). */
@@ -41,9 +46,9 @@ export class DirectoryWatcher {
     return this.watched.size;
   }
 
-  /** Watch an existing directory for its candidate files. */
+  /** Watch an existing directory for its candidate files, while there is room. */
   watch(dir: string): void {
-    if (this.watched.has(dir) || !this.usable()) return;
+    if (!this.usable() || this.watched.has(dir) || this.watched.size >= this.settings.capacity) return;
     this.watched.add(dir);
     void this.instance().then((watcher) => watcher?.add(dir));
   }
@@ -69,12 +74,7 @@ export class DirectoryWatcher {
   }
 
   private usable(): boolean {
-    if (this.closed || this.failed) return false;
-    if (this.watched.size >= MAX_WATCHED_DIRECTORIES) {
-      this.fail(new Error(`more than ${MAX_WATCHED_DIRECTORIES} directories to watch`));
-      return false;
-    }
-    return true;
+    return !this.closed && !this.failed;
   }
 
   private instance(): Promise<FSWatcher | undefined> {

@@ -62,6 +62,24 @@ for (const mode of [{ watch: true }, { watch: false }]) {
   });
 }
 
+describe("freshness without a watch", () => {
+  test("past maxWatchedDirs, a file edited between two user messages shows in the step after the message", async () => {
+    const { root, plugin } = await open({ maxWatchedDirs: 0 });
+    await writeFile(join(root, "services/api/AGENTS.md"), "# Edited between messages\n");
+    await plugin.hooks["chat.message"]!({ sessionID: "s" }, { message: {} as never, parts: [] });
+    expect(await plugin.step("s")).toContain("Edited between messages");
+  });
+
+  test("past maxWatchedDirs, a file edited during a tool call shows in the next step", async () => {
+    const { root, plugin } = await open({ maxWatchedDirs: 1 });
+    await plugin.touch("s", "read", { filePath: "apps/web/src/App.tsx" });
+    await plugin.step("s");
+    await writeFile(join(root, "services/api/AGENTS.md"), "# Edited during a tool call\n");
+    await plugin.hooks["tool.execute.after"]!({ tool: "read", sessionID: "s", callID: "r", args: {} }, { title: "", output: "", metadata: {} });
+    expect(await plugin.step("s")).toContain("Edited during a tool call");
+  });
+});
+
 describe("freshness of the agent's own edits", () => {
   test("a context file the agent writes shows in the very next step, without waiting for the watcher", async () => {
     const { root, plugin } = await open();

@@ -17,6 +17,7 @@ describe("resolveOptions", () => {
       maxFileBytes: 131072,
       maxTouchedDirs: 4096,
       watch: true,
+      maxWatchedDirs: 1024,
     });
   });
 

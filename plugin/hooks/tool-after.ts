@@ -14,7 +14,7 @@ type Hook = NonNullable<Hooks["tool.execute.after"]>;
 export function createToolAfter(engine: Engine, log: Logger): Hook {
   return guard(log, "tool.execute.after", async (input: Parameters<Hook>[0], output: Parameters<Hook>[1]) => {
     if (typeof input?.sessionID !== "string") return;
-    engine.afterTool(input.sessionID);
+    engine.checkBeforeNextStep(input.sessionID);
     if (typeof output?.output !== "string" || !output.output.includes("<system-reminder>")) return;
     const paths = reminderPaths(output.output);
     if (paths.length === 0) return;
