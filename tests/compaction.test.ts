@@ -1,24 +1,11 @@
-import { afterEach, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { condense } from "../plugin/condense.ts";
-import { sectionPaths, start, tempProject, type Started } from "./helpers/harness.ts";
+import { projects, sectionPaths } from "./helpers/harness.ts";
 import { lines, measure, section, tokenizer } from "./helpers/measure.ts";
 
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0)) await cleanup();
-});
-
-async function open(options?: Record<string, unknown>): Promise<{ root: string; plugin: Started }> {
-  const project = await tempProject("monorepo");
-  const plugin = await start(project.root, options);
-  cleanups.push(async () => {
-    await plugin.dispose();
-    await project.cleanup();
-  });
-  return { root: project.root, plugin };
-}
+const open = projects();
 
 describe("condense", () => {
   test("keeps the given order and cuts the first file that does not fit, marked (truncated)", () => {
@@ -34,7 +21,7 @@ describe("condense", () => {
 
 describe("the compacting hook", () => {
   test("pushes the closest file first, then its parents, within compactionTokens", async () => {
-    const { plugin } = await open();
+    const plugin = await open("monorepo");
     await plugin.touch("s", "read", { filePath: "services/api/plugins/payments/src/charge.ts" });
     const [copy] = await plugin.compact("s");
     expect(sectionPaths(copy)).toEqual(["services/api/plugins/payments/AGENTS.md", "services/api/AGENTS.md", "AGENTS.md"]);
@@ -42,7 +29,8 @@ describe("the compacting hook", () => {
   });
 
   test("over compactionTokens the copy is cut with a visible (truncated) marker", async () => {
-    const { root, plugin } = await open();
+    const plugin = await open("monorepo");
+    const root = plugin.root;
     await writeFile(join(root, "services/api/AGENTS.md"), lines("api", 400));
     await plugin.touch("s", "read", { filePath: "services/api/plugins/payments/src/charge.ts" });
     const [copy] = await plugin.compact("s");
@@ -54,7 +42,7 @@ describe("the compacting hook", () => {
   });
 
   test("honours a smaller compactionTokens", async () => {
-    const { plugin } = await open({ compactionTokens: 120 });
+    const plugin = await open("monorepo", { compactionTokens: 120 });
     await plugin.touch("s", "read", { filePath: "services/api/plugins/payments/src/charge.ts" });
     const [copy] = await plugin.compact("s");
     expect(tokenizer.count(copy!)).toBeLessThanOrEqual(120);
@@ -62,7 +50,7 @@ describe("the compacting hook", () => {
   });
 
   test("the session keeps its touched paths through compaction: the next step injects the same block", async () => {
-    const { plugin } = await open();
+    const plugin = await open("monorepo");
     await plugin.touch("s", "read", { filePath: "apps/web/src/App.tsx" });
     const before = await plugin.step("s");
     await plugin.compact("s");

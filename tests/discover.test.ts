@@ -1,23 +1,10 @@
-import { afterEach, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { walkUp } from "../plugin/discover.ts";
-import { sectionPaths, start, tempProject, type Started } from "./helpers/harness.ts";
+import { projects, sectionPaths } from "./helpers/harness.ts";
 
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0)) await cleanup();
-});
-
-async function open(scenario: string, options?: Record<string, unknown>): Promise<{ root: string; plugin: Started }> {
-  const project = await tempProject(scenario);
-  const plugin = await start(project.root, options);
-  cleanups.push(async () => {
-    await plugin.dispose();
-    await project.cleanup();
-  });
-  return { root: project.root, plugin };
-}
+const open = projects();
 
 describe("walkUp", () => {
   test("visits the start directory and its parents up to the stop directory, closest first", () => {
@@ -38,14 +25,14 @@ describe("walkUp", () => {
 
 describe("discovery through the plugin", () => {
   test("nothing is injected before a touch: the session directory's own files are the host's", async () => {
-    const { plugin } = await open("monorepo");
+    const plugin = await open("monorepo");
     expect(await plugin.step("s")).toContain('<context-file path="AGENTS.md">');
     const withHost = await plugin.step("s", `You are opencode.\nInstructions from: ${plugin.root}/AGENTS.md\n# Acme`);
     expect(withHost).toBeUndefined();
   });
 
   test("a touched file brings in every context file from the root down to its directory, root first", async () => {
-    const { plugin } = await open("monorepo");
+    const plugin = await open("monorepo");
     await plugin.touch("s", "read", { filePath: "services/api/plugins/payments/src/charge.ts" });
     expect(sectionPaths(await plugin.step("s"))).toEqual([
       "AGENTS.md",
@@ -55,7 +42,7 @@ describe("discovery through the plugin", () => {
   });
 
   test("untouched subtrees never appear", async () => {
-    const { plugin } = await open("monorepo");
+    const plugin = await open("monorepo");
     await plugin.touch("s", "edit", { filePath: "apps/web/src/App.tsx", oldString: "a", newString: "b" });
     const block = await plugin.step("s");
     expect(sectionPaths(block)).toEqual(["AGENTS.md", "apps/web/AGENTS.md"]);
@@ -64,7 +51,7 @@ describe("discovery through the plugin", () => {
   });
 
   test("frontmatter is parsed and left out of the injected text", async () => {
-    const { plugin } = await open("monorepo");
+    const plugin = await open("monorepo");
     await plugin.touch("s", "read", { filePath: "apps/web/src/App.tsx" });
     const block = await plugin.step("s");
     expect(block).toContain("# Web app (React + Vite)");
@@ -72,7 +59,7 @@ describe("discovery through the plugin", () => {
   });
 
   test("in each directory the first existing name of fileNames wins, and CLAUDE.md is the fallback", async () => {
-    const { plugin } = await open("fallbacks");
+    const plugin = await open("fallbacks");
     for (const dir of ["claude-only", "both", "dir-named", "none"]) await plugin.touch("s", "read", { filePath: `${dir}/src/file.ts` });
     const block = await plugin.step("s");
     expect(sectionPaths(block)).toEqual(["AGENTS.md", "claude-only/CLAUDE.md", "both/AGENTS.md", "dir-named/CLAUDE.md"]);
@@ -81,14 +68,14 @@ describe("discovery through the plugin", () => {
   });
 
   test("fileNames changes which names count, and in what order", async () => {
-    const { plugin } = await open("fallbacks", { fileNames: ["CLAUDE.md", "AGENTS.md"] });
+    const plugin = await open("fallbacks", { fileNames: ["CLAUDE.md", "AGENTS.md"] });
     await plugin.touch("s", "read", { filePath: "both/src/file.ts" });
     const block = await plugin.step("s");
     expect(sectionPaths(block)).toEqual(["AGENTS.md", "both/CLAUDE.md"]);
   });
 
   test("root: true stops the walk above its directory", async () => {
-    const { plugin } = await open("root-true");
+    const plugin = await open("root-true");
     await plugin.touch("s", "read", { filePath: "pkg/sub/file.ts" });
     // The session directory's own chain still brings the outer file; a session rooted in pkg would not.
     const block = await plugin.step("s");
@@ -97,12 +84,7 @@ describe("discovery through the plugin", () => {
   });
 
   test("a session that starts below a root: true file never sees what lies above it", async () => {
-    const project = await tempProject("root-true");
-    const plugin = await start(project.root, {}, { directory: join(project.root, "pkg") });
-    cleanups.push(async () => {
-      await plugin.dispose();
-      await project.cleanup();
-    });
+    const plugin = await open("root-true", {}, { directory: (root) => join(root, "pkg") });
     await plugin.touch("s", "read", { filePath: "sub/file.ts" });
     const block = await plugin.step("s");
     expect(sectionPaths(block)).toEqual(["pkg/AGENTS.md", "pkg/sub/AGENTS.md"]);
@@ -110,7 +92,8 @@ describe("discovery through the plugin", () => {
   });
 
   test("walks climb at most maxDepth levels above the touched directory", async () => {
-    const { root, plugin } = await open("monorepo", { maxDepth: 1 });
+    const plugin = await open("monorepo", { maxDepth: 1 });
+    const root = plugin.root;
     const deep = join(root, "a", "b", "c", "d");
     await mkdir(deep, { recursive: true });
     for (const dir of ["a", "a/b", "a/b/c", "a/b/c/d"]) await writeFile(join(root, dir, "AGENTS.md"), `# level ${dir}\n`);
@@ -119,7 +102,7 @@ describe("discovery through the plugin", () => {
   });
 
   test("sections join in the order their directories were first touched; earlier text stays a prefix", async () => {
-    const { plugin } = await open("monorepo");
+    const plugin = await open("monorepo");
     await plugin.touch("s", "read", { filePath: "tools/scripts/release.sh" });
     const first = (await plugin.step("s"))!;
     await plugin.touch("s", "read", { filePath: "apps/web/src/App.tsx" });
@@ -130,7 +113,7 @@ describe("discovery through the plugin", () => {
   });
 
   test("the block is byte-identical from step to step while nothing changed", async () => {
-    const { plugin } = await open("monorepo");
+    const plugin = await open("monorepo");
     await plugin.touch("s", "read", { filePath: "services/api/src/server.ts" });
     const blocks = [];
     for (let i = 0; i < 5; i++) blocks.push(await plugin.step("s"));

@@ -1,21 +1,9 @@
-import { afterEach, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { sectionPaths, start, tempProject, type Started } from "./helpers/harness.ts";
+import { projects, sectionPaths } from "./helpers/harness.ts";
 
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0)) await cleanup();
-});
-
-async function open(options?: Record<string, unknown>, history: unknown[] = []): Promise<Started> {
-  const project = await tempProject("monorepo");
-  const plugin = await start(project.root, options, { history });
-  cleanups.push(async () => {
-    await plugin.dispose();
-    await project.cleanup();
-  });
-  return plugin;
-}
+const openProject = projects();
+const open = (options?: Record<string, unknown>, history: unknown[] = []) => openProject("monorepo", options, { history });
 
 const hostHeader = (root: string, ...files: string[]) =>
   ["You are opencode, an interactive CLI tool.", ...files.map((file) => `Instructions from: ${join(root, file)}\n(its text)`)].join("\n");

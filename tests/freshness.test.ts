@@ -1,23 +1,16 @@
-import { afterEach, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { mkdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { sectionPaths, start, tempProject, waitFor, type Started } from "./helpers/harness.ts";
+import { projects, sectionPaths, waitFor, type Started } from "./helpers/harness.ts";
 
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0)) await cleanup();
-});
+const openProject = projects();
 
+/** The monorepo fixture, with session "s" having touched services/api/src and seen its block. */
 async function open(options?: Record<string, unknown>): Promise<{ root: string; plugin: Started }> {
-  const project = await tempProject("monorepo");
-  const plugin = await start(project.root, options);
-  cleanups.push(async () => {
-    await plugin.dispose();
-    await project.cleanup();
-  });
+  const plugin = await openProject("monorepo", options);
   await plugin.touch("s", "read", { filePath: "services/api/src/server.ts" });
   expect(await plugin.step("s")).toContain("# API service");
-  return { root: project.root, plugin };
+  return { root: plugin.root, plugin };
 }
 
 for (const mode of [{ watch: true }, { watch: false }]) {

@@ -1,11 +1,8 @@
-import { afterEach, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { DEFAULT_OPTIONS, resolveOptions } from "../plugin/options.ts";
-import { start, tempProject } from "./helpers/harness.ts";
+import { projects } from "./helpers/harness.ts";
 
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0)) await cleanup();
-});
+const open = projects();
 
 describe("resolveOptions", () => {
   test("no options means the documented defaults", async () => {
@@ -52,12 +49,7 @@ describe("resolveOptions", () => {
 
 describe("bad options through the plugin", () => {
   test("are logged through client.app.log and the plugin runs on defaults", async () => {
-    const project = await tempProject("monorepo");
-    const plugin = await start(project.root, { systemTokens: -5, watch: "yes" });
-    cleanups.push(async () => {
-      await plugin.dispose();
-      await project.cleanup();
-    });
+    const plugin = await open("monorepo", { systemTokens: -5, watch: "yes" });
     await plugin.touch("s", "read", { filePath: "apps/web/src/App.tsx" });
     expect(await plugin.step("s")).toContain("Web app");
     const warnings = plugin.logs.filter((entry) => entry.level === "warn").map((entry) => entry.message);

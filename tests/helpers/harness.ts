@@ -1,4 +1,5 @@
 import type { Hooks, PluginInput } from "@opencode-ai/plugin";
+import { afterEach } from "bun:test";
 import { cp, mkdtemp, realpath, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -93,4 +94,31 @@ export async function waitFor<T>(condition: () => Promise<T | undefined | false>
 /** The `path` attributes of a block's sections, in order. */
 export function sectionPaths(block: string | undefined): string[] {
   return [...(block ?? "").matchAll(/<context-file path="([^"]*)">/g)].map((match) => match[1]!);
+}
+
+/**
+ * For a test file: opens the plugin on a temporary copy of `tests/fixtures/<scenario>`; every
+ * plugin opened is disposed and its copy removed after each test.
+ */
+export function projects() {
+  const cleanups: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0)) await cleanup();
+  });
+  return async (
+    scenario: string,
+    options?: Record<string, unknown>,
+    startOptions: { directory?: (root: string) => string; history?: unknown[] } = {},
+  ): Promise<Started> => {
+    const project = await tempProject(scenario);
+    const plugin = await start(project.root, options, {
+      directory: startOptions.directory?.(project.root) ?? project.root,
+      history: startOptions.history ?? [],
+    });
+    cleanups.push(async () => {
+      await plugin.dispose();
+      await project.cleanup();
+    });
+    return plugin;
+  };
 }
