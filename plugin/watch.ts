@@ -21,6 +21,13 @@ export interface WatchSettings {
 const SYSTEMIC = new Set(["ENOSPC", "EMFILE", "ENFILE"]);
 
 /**
+ * chokidar drops a file's `change` events that come within 50 ms of the previous one, so the last
+ * of two quick edits would never be reported. Every report is followed by one more check of the
+ * same directory this long after the last event.
+ */
+const TRAILING_CHECK_MS = 60;
+
+/**
  * Watches exactly the directories on known chains, one level deep and only for the candidate file
  * names, never a tree recursively. A directory that does not exist yet is awaited through its parent
  * (`expect`), so a context file created in a new directory is seen too.
@@ -36,6 +43,7 @@ export class DirectoryWatcher {
   private watcher: Promise<FSWatcher | undefined> | undefined;
   private readonly watched = new Set<string>();
   private readonly expected = new Set<string>();
+  private readonly trailing = new Map<string, ReturnType<typeof setTimeout>>();
   private failed = false;
   private closed = false;
 
@@ -64,6 +72,8 @@ export class DirectoryWatcher {
     this.watcher = undefined;
     this.watched.clear();
     this.expected.clear();
+    for (const timer of this.trailing.values()) clearTimeout(timer);
+    this.trailing.clear();
     const watcher = await pending;
     if (watcher === undefined) return;
     const closing = watcher.close();
@@ -111,10 +121,10 @@ export class DirectoryWatcher {
       this.fail(error as Error);
       return undefined;
     }
-    const report = (path: string) => this.settings.onChange(dirname(path));
+    const report = (path: string) => this.changed(dirname(path));
     watcher.on("add", report).on("change", report).on("unlink", report);
     const reportDir = (path: string) => {
-      if (this.watched.has(path)) return this.settings.onChange(path);
+      if (this.watched.has(path)) return this.changed(path);
       this.settings.onStructure(path);
       this.settings.onStructure(dirname(path));
     };
@@ -124,6 +134,17 @@ export class DirectoryWatcher {
       if (code === undefined || SYSTEMIC.has(code)) this.fail(error as Error);
     });
     return watcher;
+  }
+
+  private changed(dir: string): void {
+    this.settings.onChange(dir);
+    clearTimeout(this.trailing.get(dir));
+    const timer = setTimeout(() => {
+      this.trailing.delete(dir);
+      if (!this.closed) this.settings.onChange(dir);
+    }, TRAILING_CHECK_MS);
+    timer.unref?.();
+    this.trailing.set(dir, timer);
   }
 
   private fail(error: Error): void {

@@ -55,6 +55,16 @@ for (const mode of [{ watch: true }, { watch: false }]) {
   });
 }
 
+describe("freshness through the watcher", () => {
+  test("the last of several quick edits is seen (chokidar drops change events 50 ms apart)", async () => {
+    const { root, plugin } = await open();
+    for (let i = 1; i <= 3; i++) {
+      await writeFile(join(root, "services/api/AGENTS.md"), `# quick edit ${i}\n`);
+      await waitFor(async () => (await plugin.step("s"))?.includes(`# quick edit ${i}`), 3000, `edit ${i}`);
+    }
+  });
+});
+
 describe("freshness without a watch", () => {
   test("past maxWatchedDirs, a file edited between two user messages shows in the step after the message", async () => {
     const { root, plugin } = await open({ maxWatchedDirs: 0 });
