@@ -76,6 +76,7 @@ export class DirectoryWatcher {
     this.trailing.clear();
     const watcher = await pending;
     if (watcher === undefined) return;
+    clearThrottleTimers(watcher);
     const closing = watcher.close();
     // close() drops every listener, but stats already under way may still fail: an error emitted with
     // no listener would throw inside chokidar and take the host process down.
@@ -153,4 +154,17 @@ export class DirectoryWatcher {
     this.settings.onFailure(error);
     void this.close();
   }
+}
+
+type Throttled = Map<string, Map<string, { timeoutObject?: ReturnType<typeof setTimeout> }>>;
+
+/**
+ * chokidar's close() forgets its throttle timers without clearing them: a directory read still
+ * under way leaves a ref'd one-second timer that holds the process after dispose. chokidar is pinned
+ * (5.0.0) for this reach into its internals; should the field ever go, this does nothing.
+ */
+function clearThrottleTimers(watcher: FSWatcher): void {
+  const throttled = (watcher as unknown as { _throttled?: Throttled })._throttled;
+  if (!(throttled instanceof Map)) return;
+  for (const byPath of throttled.values()) for (const item of byPath.values()) clearTimeout(item.timeoutObject);
 }
