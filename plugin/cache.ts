@@ -13,6 +13,8 @@ export interface CachedFile extends Omit<ContextFile, "body"> {
   rel: string;
   /** The text the model gets: frontmatter removed, framing tags neutralized, trailing space trimmed. */
   text: string;
+  /** Its UTF-8 bytes: an upper bound of its tokens. */
+  bound: number;
   tokens: number | undefined;
   atLeast: number;
   /** Cuts of `text` already made for a token cap, so a re-render after an unrelated change costs nothing. */
@@ -35,19 +37,28 @@ export interface CacheSettings extends LoadSettings {
 }
 
 /**
+ * Reads and stats in flight at most. A session that touched thousands of directories would
+ * otherwise start them all at once, and the buffers of thousands of reads alive together raise the
+ * process's memory high-water mark for good.
+ */
+const CONCURRENCY = 32;
+
+/**
  * One per plugin instance, shared by every session and hook. `generation` grows on every
  * invalidation: whatever was computed from the cache at an older generation is stale.
  */
 export class ContextCache {
   generation = 0;
   private readonly dirs = new Map<string, Promise<DirRecord>>();
+  private running = 0;
+  private readonly waiting: (() => void)[] = [];
 
   constructor(private readonly settings: CacheSettings) {}
 
   lookup(dir: string): Promise<CachedFile | null> {
     let record = this.dirs.get(dir);
     if (record === undefined) {
-      record = this.read(dir);
+      record = this.limited(() => this.read(dir));
       this.dirs.set(dir, record);
     }
     return record.then((found) => found.file);
@@ -68,7 +79,7 @@ export class ContextCache {
     const checks: Promise<void>[] = [];
     for (const dir of dirs) {
       const record = this.dirs.get(dir);
-      if (record !== undefined) checks.push(record.then((known) => this.check(dir, record, known)));
+      if (record !== undefined) checks.push(record.then((known) => this.limited(() => this.check(dir, record, known))));
     }
     await Promise.all(checks);
   }
@@ -80,6 +91,17 @@ export class ContextCache {
   clear(): void {
     this.dirs.clear();
     this.generation++;
+  }
+
+  private async limited<T>(work: () => Promise<T>): Promise<T> {
+    if (this.running >= CONCURRENCY) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    this.running++;
+    try {
+      return await work();
+    } finally {
+      this.running--;
+      this.waiting.shift()?.();
+    }
   }
 
   private async check(dir: string, record: Promise<DirRecord>, known: DirRecord): Promise<void> {
@@ -121,7 +143,10 @@ export class ContextCache {
     }
     const { body, ...rest } = file;
     const text = escapeText(body.replace(/\s+$/, ""));
-    return { signature: checked, file: { ...rest, rel: relative(realRoot, file.path), text, tokens: undefined, atLeast: 0, heads: new Map() } };
+    return {
+      signature: checked,
+      file: { ...rest, rel: relative(realRoot, file.path), text, bound: Buffer.byteLength(text), tokens: undefined, atLeast: 0, heads: new Map() },
+    };
   }
 }
 

@@ -123,13 +123,20 @@ export class Engine {
   checkBeforeNextStep(sessionID: string): void {
     if (this.disposed) return;
     const session = this.sessions.get(sessionID);
-    const memo = session.memo;
-    if (memo !== undefined) {
-      // Tool calls of one step run in parallel: the next step waits for every one of their checks.
-      const earlier = session.validating;
-      const check = this.validate(memo);
-      session.validating = earlier === undefined ? check : Promise.all([earlier, check]).then(() => {});
+    if (session.memo === undefined) return;
+    // Tool calls of one step run in parallel: one check in flight, and one more after it if asked
+    // meanwhile, rather than a full check per call.
+    if (session.validating !== undefined) {
+      session.recheck = true;
+      return;
     }
+    session.validating = (async () => {
+      do {
+        session.recheck = false;
+        if (session.memo !== undefined) await this.validate(session.memo);
+      } while (session.recheck);
+      session.validating = undefined;
+    })();
   }
 
   /** The session's memo as of now (what its next step will carry). */
@@ -153,11 +160,7 @@ export class Engine {
   private async memoFor(sessionID: string, session: SessionState): Promise<Memo> {
     session.restoring ??= this.restore(sessionID, session);
     await session.restoring;
-    const validating = session.validating;
-    if (validating !== undefined) {
-      await validating;
-      if (session.validating === validating) session.validating = undefined;
-    }
+    await session.validating;
     if (this.statMode && session.memo !== undefined) await this.validate(session.memo);
     const memo = session.memo;
     if (

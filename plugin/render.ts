@@ -6,6 +6,8 @@ export interface Section {
   rel: string;
   /** The text as the model gets it (frontmatter removed, framing tags neutralized, trailing space trimmed). */
   text: string;
+  /** An upper bound of its tokens known without tokenizing: its UTF-8 bytes (no token is shorter than a byte). */
+  bound: number;
 }
 
 export interface Measure<S extends Section = Section> {
@@ -53,28 +55,27 @@ export function render<S extends Section>(sections: readonly S[], budget: number
   const frame = measure.count(`${OPEN_TAG}\n${PREAMBLE}\n${CLOSE_TAG}`);
   const headers = sections.map((section) => measure.count(openSection(section.rel) + CLOSE_SECTION));
 
-  // Everything whole, if it fits: each file is counted only up to what is left.
-  let left = budget - frame - sum(headers) - seamReserve(sections.length);
-  const whole: number[] = [];
-  for (const section of sections) {
-    const tokens = measure.tokensUpTo(section, Math.max(0, left));
-    if (tokens > left) break;
-    whole.push(tokens);
-    left -= tokens;
-  }
-  if (whole.length === sections.length) return assemble(sections, [], 0);
-
-  // Fair shares. Leave out the last sections while a share would be too small to say anything.
   // Cut notes are reserved at their longest (six-digit line numbers), so a cut always fits.
   const notes = sections.map((section) => measure.count(cutNote(section.rel, 999_999, 999_999)));
   const omittedTokens = measure.count(omittedNote(sections.length));
-  const roomFor = (n: number) =>
-    budget - frame - sum(headers.slice(0, n)) - sum(notes.slice(0, n)) - seamReserve(n + 1) - (n < sections.length ? omittedTokens : 0);
-  let kept = sections.length;
-  while (kept > 1 && roomFor(kept) < kept * MIN_SHARE) kept--;
+  const roomFor = (n: number, withNotes: boolean) =>
+    budget -
+    frame -
+    sum(headers.slice(0, n)) -
+    (withNotes ? sum(notes.slice(0, n)) : 0) -
+    seamReserve(n + 1) -
+    (n < sections.length ? omittedTokens : 0);
 
+  // Everything whole: known without tokenizing when even the byte bounds fit, else by counting.
+  const all = roomFor(sections.length, false);
+  if (sum(sections.map((section) => section.bound)) <= all) return assemble(sections, [], 0);
+  if (waterFill(sections, all, measure).every((cap) => cap === undefined)) return assemble(sections, [], 0);
+
+  // Fair shares. Leave out the last sections while a share would be too small to say anything.
+  let kept = sections.length;
+  while (kept > 1 && roomFor(kept, true) < kept * MIN_SHARE) kept--;
   const shown = sections.slice(0, kept);
-  const caps = waterFill(shown, roomFor(kept), measure);
+  const caps = waterFill(shown, roomFor(kept, true), measure);
   const heads = caps.map((cap, i) => (cap === undefined ? undefined : measure.head(shown[i]!, cap)));
   return assemble(shown, heads, sections.length - kept);
 }

@@ -25,8 +25,10 @@ export class SessionState {
   memo: Memo | undefined;
   /** Set once the session's earlier touches were read back from its history (a session met mid-way). */
   restoring: Promise<void> | undefined;
-  /** A stat check of this session's files started after a tool call; the next step waits for it. */
+  /** A stat check of this session's files started at a step boundary; the next step waits for it. */
   validating: Promise<void> | undefined;
+  /** Another check was asked for while one was under way. */
+  recheck = false;
   /** Host-injected paths seen in the last system prompt, for work done outside a system transform. */
   hostKey = "";
   hostPaths: ReadonlySet<string> = new Set();
@@ -47,6 +49,12 @@ export class SessionState {
 }
 
 /**
+ * Sessions remembered at once. Each may hold up to `maxTouchedDirs` paths (~600 KB at the default
+ * 4,096), so this bounds the worst case near 150 MB; a forgotten session is rebuilt from history.
+ */
+const MAX_SESSIONS = 256;
+
+/**
  * Per-session state, isolated by sessionID. Bounded: past `maxSessions` the least recently used
  * session is forgotten (it is rebuilt from its history if it comes back).
  */
@@ -55,7 +63,7 @@ export class Sessions {
 
   constructor(
     private readonly maxTouched: number,
-    private readonly maxSessions = 1000,
+    private readonly maxSessions = MAX_SESSIONS,
   ) {}
 
   get(sessionID: string): SessionState {

@@ -58,7 +58,8 @@ export class DirectoryWatcher {
   watch(dir: string): void {
     if (!this.usable() || this.watched.has(dir) || this.watched.size >= this.settings.capacity) return;
     this.watched.add(dir);
-    void this.instance().then((watcher) => watcher?.add(dir));
+    // After the step that needed the directory: chokidar's first scan of it is not the step's to wait for.
+    setImmediate(() => void this.instance().then((watcher) => watcher?.add(dir)));
   }
 
   /** Note a directory on a chain that does not exist (yet): its creation in a watched parent is reported. */

@@ -108,11 +108,14 @@ describe("what the host already injected", () => {
 });
 
 describe("bounds", () => {
-  test("at most 1000 sessions are kept: the least recently used is forgotten (and rebuilt from history)", async () => {
+  test("at most 256 sessions are kept: the least recently used is forgotten (and rebuilt from history)", async () => {
     const plugin = await open();
     await plugin.touch("first", "read", { filePath: "apps/web/src/App.tsx" });
     expect(await plugin.step("first")).toContain("Web app");
-    for (let i = 0; i < 1000; i++) await plugin.touch(`other-${i}`, "read", { filePath: "tools/scripts/release.sh" });
+    for (let i = 0; i < 255; i++) await plugin.touch(`other-${i}`, "read", { filePath: "tools/scripts/release.sh" });
+    // 256 sessions: all kept. Stepping "first" makes it the most recently used again.
+    expect(await plugin.step("first")).toContain("Web app");
+    for (let i = 255; i < 511; i++) await plugin.touch(`other-${i}`, "read", { filePath: "tools/scripts/release.sh" });
     // The fake client's history is empty, so a forgotten session comes back with nothing touched.
     expect(await plugin.step("first")).not.toContain("Web app");
   });

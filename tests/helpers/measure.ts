@@ -10,7 +10,7 @@ export const measure: Measure<Section> = {
   head: (section, max) => tokenizer.head(section.text, max),
 };
 
-export const section = (rel: string, text: string): Section => ({ rel, text });
+export const section = (rel: string, text: string): Section => ({ rel, text, bound: Buffer.byteLength(text) });
 
 /** `count` numbered lines of text labelled `label`. */
 export const lines = (label: string, count: number) =>

@@ -1,0 +1,224 @@
+/**
+ * Runs the plugin in a process of its own, driven by a JSON script, for the hardening tests that
+ * need a separate process: as a non-root user, under strace (fault injection, syscall tracing), or
+ * to prove that a disposed plugin lets the process exit on its own.
+ *
+ * Usage: bun runner.ts <script.json>. Prints one JSON line (the `Report`) on stdout, then returns
+ * without calling process.exit: whatever the plugin left running decides when the process ends.
+ */
+import { existsSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { PluginInput } from "@opencode-ai/plugin";
+import { ProjectContext } from "../../../plugin/index.ts";
+import { start, type Started } from "../../helpers/harness.ts";
+
+export type Op =
+  /** Session and tool are whatever JSON the test gives: hostile values are part of the point. */
+  | { op: "touch"; session: unknown; tool: unknown; args: unknown }
+  | { op: "after"; session: unknown; tool: unknown; args: unknown; output?: string }
+  | { op: "step"; session: string }
+  /** Starts a step and goes on without waiting for it (OpenCode disposing mid-request). */
+  | { op: "stepNoWait"; session: string }
+  | { op: "compact"; session: string }
+  | { op: "write"; path: string; text: string }
+  | { op: "rm"; path: string }
+  /** Steps until the block contains (or no longer contains) `text`; records how many steps it took. */
+  | { op: "stepUntil"; session: string; contains?: string; lacks?: string; timeoutMs: number }
+  /** Records the inotify watches this process holds (read from /proc/self/fdinfo). */
+  | { op: "inotify" }
+  /** Waits until this process holds at least `min` inotify watches (the watcher has scanned). */
+  | { op: "waitWatches"; min: number; timeoutMs: number }
+  /** Creates `path` (absolute): tells the test this point was reached. */
+  | { op: "signal"; path: string }
+  /** Waits until `path` (absolute) exists: the test did its part. */
+  | { op: "waitFile"; path: string; timeoutMs: number }
+  /** Records resident memory and heap after a full garbage collection. */
+  | { op: "memory" }
+  | { op: "dispose" };
+
+export interface Script {
+  root: string;
+  options?: Record<string, unknown>;
+  ops: Op[];
+}
+
+export type Event =
+  | { op: "step"; text: string; ms: number }
+  | { op: "compact"; text: string; ms: number }
+  | { op: "stepUntil"; ok: boolean; steps: number; ms: number; text: string }
+  | { op: "inotify"; watches: number; instances: number }
+  | { op: "memory"; rss: number; heapUsed: number }
+  | { op: "error"; message: string };
+
+export interface Report {
+  uid: number;
+  /** Wall-clock time (ms since the epoch) the report was written: the child's last act. */
+  reportedAt: number;
+  events: Event[];
+  logs: { level: string; message: string }[];
+}
+
+function inotify(): { watches: number; instances: number } {
+  let watches = 0;
+  let instances = 0;
+  for (const fd of readdirSync("/proc/self/fd")) {
+    let target = "";
+    try {
+      target = readlinkSync(`/proc/self/fd/${fd}`);
+    } catch {
+      continue;
+    }
+    if (!target.includes("inotify")) continue;
+    instances++;
+    try {
+      watches += readFileSync(`/proc/self/fdinfo/${fd}`, "utf8").split("\n").filter((line) => line.startsWith("inotify wd:")).length;
+    } catch {
+      // the fd closed meanwhile
+    }
+  }
+  return { watches, instances };
+}
+
+/**
+ * The plugin with a client whose history read never answers (a hung server), loaded the way the
+ * harness loads it. Only for the dispose test: the plugin's history timeout must not hold the process.
+ */
+async function startWithHangingHistory(script: Script): Promise<Started> {
+  const logs: Started["logs"] = [];
+  const client = {
+    app: { log: async ({ body }: { body: Started["logs"][number] }) => (logs.push(body), { data: true }) },
+    session: { messages: () => new Promise(() => {}) },
+  };
+  const input = { client, directory: script.root, worktree: script.root, project: {}, serverUrl: new URL("http://127.0.0.1:4096"), $: undefined } as unknown as PluginInput;
+  const hooks = await ProjectContext(input, script.options);
+  return {
+    root: script.root,
+    hooks,
+    logs,
+    async touch(sessionID, tool, args) {
+      await hooks["tool.execute.before"]!({ tool, sessionID, callID: "c" }, { args });
+    },
+    async step(sessionID) {
+      const output = { system: ["You are opencode, an interactive CLI tool."] };
+      await hooks["experimental.chat.system.transform"]!({ sessionID, model: {} as never }, output);
+      return output.system[1];
+    },
+    async compact(sessionID) {
+      const output = { context: [] as string[] };
+      await hooks["experimental.session.compacting"]!({ sessionID }, output);
+      return output.context;
+    },
+    dispose: async () => {
+      await hooks.dispose?.();
+    },
+  } as Started;
+}
+
+/**
+ * OpenCode's server keeps its process alive while a hook awaits; this stands in for it until the
+ * report, so that whatever keeps the process alive after the report is the plugin's doing.
+ */
+const keepAlive = setInterval(() => {}, 60_000);
+
+async function main(): Promise<void> {
+  const file = process.argv[2];
+  if (file === undefined) throw new Error("usage: runner.ts <script.json>");
+  const script = JSON.parse(readFileSync(file, "utf8")) as Script;
+
+  const plugin = process.env.HARDENING_HANGING_HISTORY ? await startWithHangingHistory(script) : await start(script.root, script.options);
+  const events: Event[] = [];
+  let call = 0;
+  for (const op of script.ops) {
+    switch (op.op) {
+      case "touch":
+        await plugin.hooks["tool.execute.before"]!({ tool: op.tool, sessionID: op.session, callID: `call-${++call}` } as never, { args: op.args });
+        break;
+      case "after":
+        await plugin.hooks["tool.execute.after"]!(
+          { tool: op.tool, sessionID: op.session, callID: `call-${++call}`, args: op.args } as never,
+          { title: "", output: op.output ?? "", metadata: {} },
+        );
+        break;
+      case "step": {
+        const began = performance.now();
+        const text = (await plugin.step(op.session)) ?? "";
+        events.push({ op: "step", text, ms: Math.round(performance.now() - began) });
+        break;
+      }
+      case "stepNoWait":
+        void plugin.step(op.session);
+        break;
+      case "compact": {
+        const began = performance.now();
+        const text = (await plugin.compact(op.session)).join("\n");
+        events.push({ op: "compact", text, ms: Math.round(performance.now() - began) });
+        break;
+      }
+      case "write":
+        writeFileSync(join(script.root, op.path), op.text);
+        break;
+      case "rm":
+        rmSync(join(script.root, op.path), { force: true, recursive: true });
+        break;
+      case "stepUntil": {
+        const began = performance.now();
+        let steps = 0;
+        let text = "";
+        let ok = false;
+        while (performance.now() - began < op.timeoutMs) {
+          text = (await plugin.step(op.session)) ?? "";
+          steps++;
+          if ((op.contains === undefined || text.includes(op.contains)) && (op.lacks === undefined || !text.includes(op.lacks))) {
+            ok = true;
+            break;
+          }
+          await Bun.sleep(10);
+        }
+        events.push({ op: "stepUntil", ok, steps, ms: Math.round(performance.now() - began), text });
+        break;
+      }
+      case "inotify":
+        events.push({ op: "inotify", ...inotify() });
+        break;
+      case "waitWatches": {
+        const deadline = performance.now() + op.timeoutMs;
+        while (inotify().watches < op.min && performance.now() < deadline) await Bun.sleep(2);
+        events.push({ op: "inotify", ...inotify() });
+        break;
+      }
+      case "signal":
+        writeFileSync(op.path, "");
+        break;
+      case "waitFile": {
+        const deadline = performance.now() + op.timeoutMs;
+        while (!existsSync(op.path) && performance.now() < deadline) await Bun.sleep(5);
+        if (!existsSync(op.path)) events.push({ op: "error", message: `timed out waiting for ${op.path}` });
+        break;
+      }
+      case "memory": {
+        Bun.gc(true);
+        const { rss, heapUsed } = process.memoryUsage();
+        events.push({ op: "memory", rss, heapUsed });
+        break;
+      }
+      case "dispose":
+        await plugin.dispose();
+        break;
+    }
+  }
+  const report: Report = {
+    uid: process.getuid?.() ?? -1,
+    reportedAt: 0,
+    events,
+    logs: plugin.logs.map(({ level, message }) => ({ level, message })),
+  };
+  clearInterval(keepAlive);
+  report.reportedAt = performance.timeOrigin + performance.now();
+  process.stdout.write(`${JSON.stringify(report)}\n`);
+}
+
+main().catch((error) => {
+  clearInterval(keepAlive);
+  process.stdout.write(`${JSON.stringify({ uid: -1, reportedAt: 0, events: [{ op: "error", message: String(error?.stack ?? error) }], logs: [] })}\n`);
+  process.exitCode = 1;
+});
