@@ -45,6 +45,9 @@ export class Engine {
   private statMode: boolean;
   private disposed = false;
   private readonly starts = new Map<string, Start>();
+  /** Answers for paths that did not exist, good while the cache's generation holds (a creation bumps it). */
+  private readonly missingStarts = new Map<string, Start>();
+  private missingGeneration = -1;
   private readonly realPaths = new Map<string, Promise<string>>();
   private lastSystem = "";
   private lastHostKey = "";
@@ -228,8 +231,13 @@ export class Engine {
    * once symlinks are resolved.
    */
   private async resolve(path: string): Promise<Start | undefined> {
-    const known = this.starts.get(path);
+    if (this.missingGeneration !== this.cache.generation) {
+      this.missingStarts.clear();
+      this.missingGeneration = this.cache.generation;
+    }
+    const known = this.starts.get(path) ?? this.missingStarts.get(path);
     if (known !== undefined) return known;
+    const generation = this.cache.generation;
     let existing = path;
     let missing: string | undefined;
     for (;;) {
@@ -239,8 +247,9 @@ export class Engine {
         const dir = info.isDirectory() ? real : dirname(real);
         if (!isInside(dir, this.realRoot)) return undefined;
         const start: Start = missing === undefined ? { dir } : { dir, missing: join(dir, basename(missing)) };
-        // Only a path that exists keeps its answer; a missing one is asked again, as it may appear.
+        // A path that exists keeps its answer; a missing one only until something changes.
         if (missing === undefined) this.starts.set(path, start);
+        else if (generation === this.missingGeneration) this.missingStarts.set(path, start);
         return start;
       } catch {
         const parent = dirname(existing);
