@@ -3,22 +3,15 @@ import { join, relative } from "node:path";
 import { loadContextFile, type ContextFile, type LoadSettings } from "./load.ts";
 import type { Logger } from "./log.ts";
 import { escapeText } from "./escape.ts";
+import type { Measurable } from "./tokens.ts";
 
 /**
  * A context file as the cache keeps it: read and parsed once per version. Its tokens are counted
- * as far as a budget ever needs, once, and remembered (`tokens` once known exactly, `atLeast` before).
+ * as far as a budget ever needs, and remembered (`tokens` once known exactly, `prefix` before).
  */
-export interface CachedFile extends Omit<ContextFile, "body"> {
+export interface CachedFile extends Omit<ContextFile, "body">, Measurable {
   /** Path relative to the worktree, as shown to the model. */
   rel: string;
-  /** The text the model gets: frontmatter removed, framing tags neutralized, trailing space trimmed. */
-  text: string;
-  /** Its UTF-8 bytes: an upper bound of its tokens. */
-  bound: number;
-  tokens: number | undefined;
-  atLeast: number;
-  /** Cuts of `text` already made for a token cap, so a re-render after an unrelated change costs nothing. */
-  heads: Map<number, string>;
 }
 
 /** A signature no directory has: a record carrying it is read again at its next check. */
@@ -145,7 +138,7 @@ export class ContextCache {
     const text = escapeText(body.replace(/\s+$/, ""));
     return {
       signature: checked,
-      file: { ...rest, rel: relative(realRoot, file.path), text, bound: Buffer.byteLength(text), tokens: undefined, atLeast: 0, heads: new Map() },
+      file: { ...rest, rel: relative(realRoot, file.path), text, bound: Buffer.byteLength(text), tokens: undefined, prefix: undefined, heads: new Map() },
     };
   }
 }

@@ -9,7 +9,7 @@ import type { ResolvedOptions } from "./options.ts";
 import { isInside, touchedDirectories } from "./paths.ts";
 import { render, type Measure } from "./render.ts";
 import { Sessions, type Memo, type SessionState } from "./sessions.ts";
-import { loadTokenizer, type Tokenizer } from "./tokens.ts";
+import { loadTokenizer, measurer } from "./tokens.ts";
 import { DirectoryWatcher } from "./watch.ts";
 
 export interface EngineSettings {
@@ -320,31 +320,8 @@ export class Engine {
 
   private async measure(): Promise<Measure<CachedFile>> {
     const tokenizer = await loadTokenizer();
-    return measureWith(tokenizer);
+    return measurer(tokenizer);
   }
-}
-
-/** Measures cached files, remembering on each file version what was learnt of it. */
-function measureWith(tokenizer: Tokenizer): Measure<CachedFile> {
-  return {
-    count: tokenizer.count,
-    tokensUpTo(file, limit) {
-      if (file.tokens !== undefined) return file.tokens;
-      if (file.atLeast > limit) return file.atLeast;
-      const counted = tokenizer.countUpTo(file.text, limit);
-      if (counted <= limit) file.tokens = counted;
-      else file.atLeast = limit + 1;
-      return counted <= limit ? counted : limit + 1;
-    },
-    head(file, maxTokens) {
-      let head = file.heads.get(maxTokens);
-      if (head === undefined) {
-        head = tokenizer.head(file.text, maxTokens);
-        file.heads.set(maxTokens, head);
-      }
-      return head;
-    },
-  };
 }
 
 function depth(dir: string): number {

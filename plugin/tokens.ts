@@ -1,17 +1,28 @@
+import type { Measure, Section } from "./render.ts";
+
+/** The first tokens of a text: more than the limit asked for, or all of them (`complete`). */
+export interface Prefix {
+  tokens: number[];
+  complete: boolean;
+}
+
 /** Counts and cuts text in real model tokens (gpt-tokenizer, o200k_base). */
 export interface Tokenizer {
   count(text: string): number;
   /**
-   * The count of `text` when it is at most `limit`; otherwise some number above `limit`. Only a
+   * The tokens of `text` up to just past `limit`, or all of them if there are no more. Only a
    * prefix about as long as `limit` tokens is tokenized, so asking costs the limit, not the file.
    */
-  countUpTo(text: string, limit: number): number;
-  /** The longest beginning of `text` within `maxTokens` tokens, ending at a line break when one is near. */
-  head(text: string, maxTokens: number): string;
+  prefix(text: string, limit: number): Prefix;
+  /** The text of the first `maxTokens` of `tokens`, ending at a line break when one is near. */
+  decodeHead(tokens: readonly number[], maxTokens: number): string;
 }
 
-/** Comfortably more characters than one token holds on average (about 4): a prefix this long holds the limit. */
-const CHARS_PER_TOKEN_BOUND = 8;
+/**
+ * Characters tried per token wanted: a little over the ~4 of prose, so that one pass nearly always
+ * holds the limit (a text of longer tokens takes a second, doubled pass).
+ */
+const CHARS_PER_TOKEN_GUESS = 5;
 
 /**
  * By default gpt-tokenizer throws on text that looks like a special token (`<|endoftext|>`). A
@@ -50,30 +61,64 @@ export function loadTokenizer(): Promise<Tokenizer> {
     const encodePieces = (text: string) => piecesOf(text).flatMap((piece) => encode(piece, optionsFor(piece)));
     return {
       count,
-      countUpTo(text, limit) {
-        for (let chars = Math.max(256, (limit + 1) * CHARS_PER_TOKEN_BOUND); ; chars *= 2) {
-          if (chars >= text.length) return count(text);
-          const prefixCount = count(text.slice(0, chars));
-          if (prefixCount > limit) return prefixCount;
+      prefix(text, limit) {
+        for (let chars = Math.max(256, (limit + 1) * CHARS_PER_TOKEN_GUESS); ; chars *= 2) {
+          const complete = chars >= text.length;
+          const tokens = encodePieces(complete ? text : text.slice(0, chars));
+          // Cut mid-word, the last token of a slice may differ from the whole text's: it is never used.
+          if (complete) return { tokens, complete };
+          if (tokens.length > limit + 1) return { tokens: tokens.slice(0, limit + 1), complete };
         }
       },
-      head(text, maxTokens) {
+      decodeHead(tokens, maxTokens) {
         if (maxTokens <= 0) return "";
-        for (let chars = Math.max(256, (maxTokens + 1) * CHARS_PER_TOKEN_BOUND); ; chars *= 2) {
-          const slice = chars >= text.length ? text : text.slice(0, chars);
-          const tokens = encodePieces(slice);
-          if (tokens.length <= maxTokens) {
-            if (slice === text) return text;
-            continue;
-          }
-          const cut = decode(tokens.slice(0, maxTokens));
-          // A cut inside a multi-byte character decodes to U+FFFD; drop it rather than show garbage.
-          const clean = cut.replace(/\uFFFD+$/, "");
-          const lineEnd = clean.lastIndexOf("\n");
-          return lineEnd >= clean.length * 0.8 ? clean.slice(0, lineEnd + 1) : clean;
-        }
+        const cut = decode(tokens.slice(0, maxTokens));
+        // A cut inside a multi-byte character decodes to U+FFFD; drop it rather than show garbage.
+        const clean = cut.replace(/\uFFFD+$/, "");
+        const lineEnd = clean.lastIndexOf("\n");
+        return lineEnd >= clean.length * 0.8 ? clean.slice(0, lineEnd + 1) : clean;
       },
     };
   });
   return loading;
+}
+
+/** A section that remembers what was learnt of its tokens (the cache keeps one per file version). */
+export interface Measurable extends Section {
+  /** Its token count, once known exactly. */
+  tokens: number | undefined;
+  /** Its first tokens, kept while the whole count is unknown: what a cut is decoded from. */
+  prefix: number[] | undefined;
+  /** Cuts already made for a token cap, so a re-render after an unrelated change costs nothing. */
+  heads: Map<number, string>;
+}
+
+/** Measures sections for render and condense, tokenizing each only as far as ever asked. */
+export function measurer(tokenizer: Tokenizer): Measure<Measurable> {
+  /** Its count when at most `limit`, else its first tokens (more than `limit`). */
+  const learn = (section: Measurable, limit: number): number | number[] => {
+    if (section.tokens !== undefined) return section.tokens;
+    if (section.prefix !== undefined && section.prefix.length > limit) return section.prefix;
+    const { tokens, complete } = tokenizer.prefix(section.text, limit);
+    if (!complete) return (section.prefix = tokens);
+    section.prefix = undefined;
+    return (section.tokens = tokens.length);
+  };
+  return {
+    count: tokenizer.count,
+    tokensUpTo(section, limit) {
+      const known = learn(section, limit);
+      return typeof known === "number" ? known : limit + 1;
+    },
+    head(section, maxTokens) {
+      let head = section.heads.get(maxTokens);
+      if (head === undefined) {
+        const known = learn(section, maxTokens);
+        if (typeof known === "number" && known <= maxTokens) head = section.text;
+        else head = tokenizer.decodeHead(typeof known === "number" ? tokenizer.prefix(section.text, maxTokens).tokens : known, maxTokens);
+        section.heads.set(maxTokens, head);
+      }
+      return head;
+    },
+  };
 }

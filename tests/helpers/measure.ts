@@ -1,16 +1,19 @@
-import type { Measure, Section } from "../../plugin/render.ts";
-import { loadTokenizer } from "../../plugin/tokens.ts";
+import { loadTokenizer, measurer, type Measurable } from "../../plugin/tokens.ts";
 
 export const tokenizer = await loadTokenizer();
 
-/** The plugin's tokenizer as render and condense take it, without the cache's memory. */
-export const measure: Measure<Section> = {
-  count: tokenizer.count,
-  tokensUpTo: (section, limit) => tokenizer.countUpTo(section.text, limit),
-  head: (section, max) => tokenizer.head(section.text, max),
-};
+/** The plugin's measure, as render and condense get it from the engine. */
+export const measure = measurer(tokenizer);
 
-export const section = (rel: string, text: string): Section => ({ rel, text, bound: Buffer.byteLength(text) });
+/** A section as the cache would hold it: nothing learnt of its tokens yet. */
+export const section = (rel: string, text: string): Measurable => ({
+  rel,
+  text,
+  bound: Buffer.byteLength(text),
+  tokens: undefined,
+  prefix: undefined,
+  heads: new Map(),
+});
 
 /** `count` numbered lines of text labelled `label`. */
 export const lines = (label: string, count: number) =>
