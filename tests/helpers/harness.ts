@@ -11,8 +11,11 @@ export interface LogEntry {
   message: string;
 }
 
-/** Stands in for OpenCode's SDK client: the two endpoints the plugin uses, recording what it logs. */
-export function fakeClient(history: unknown[] = []) {
+/**
+ * Stands in for OpenCode's SDK client: the two endpoints the plugin uses, recording what it logs.
+ * `history` is what a session's history read answers; "never" makes it hang, like a stuck server.
+ */
+export function fakeClient(history: unknown[] | "never" = []) {
   const logs: LogEntry[] = [];
   const client = {
     app: {
@@ -22,7 +25,7 @@ export function fakeClient(history: unknown[] = []) {
       },
     },
     session: {
-      messages: async () => ({ data: history }),
+      messages: () => (history === "never" ? new Promise(() => {}) : Promise.resolve({ data: history })),
     },
   };
   return { client: client as unknown as PluginInput["client"], logs };
@@ -53,7 +56,7 @@ export interface Started {
 export async function start(
   root: string,
   options?: Record<string, unknown>,
-  { directory = root, history = [] as unknown[] } = {},
+  { directory = root, history = [] as unknown[] | "never" } = {},
 ): Promise<Started> {
   const { client, logs } = fakeClient(history);
   const input = { client, directory, worktree: root, project: {}, serverUrl: new URL("http://127.0.0.1:4096"), $: undefined } as unknown as PluginInput;
@@ -108,7 +111,7 @@ export function projects() {
   return async (
     scenario: string,
     options?: Record<string, unknown>,
-    startOptions: { directory?: (root: string) => string; history?: unknown[] } = {},
+    startOptions: { directory?: (root: string) => string; history?: unknown[] | "never" } = {},
   ): Promise<Started> => {
     const project = await tempProject(scenario);
     const plugin = await start(project.root, options, {

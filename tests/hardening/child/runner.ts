@@ -8,9 +8,7 @@
  */
 import { existsSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { PluginInput } from "@opencode-ai/plugin";
-import { ProjectContext } from "../../../plugin/index.ts";
-import { start, type Started } from "../../helpers/harness.ts";
+import { start } from "../../helpers/harness.ts";
 
 export type Op =
   /** Session and tool are whatever JSON the test gives: hostile values are part of the point. */
@@ -80,41 +78,6 @@ function inotify(): { watches: number; instances: number } {
 }
 
 /**
- * The plugin with a client whose history read never answers (a hung server), loaded the way the
- * harness loads it. Only for the dispose test: the plugin's history timeout must not hold the process.
- */
-async function startWithHangingHistory(script: Script): Promise<Started> {
-  const logs: Started["logs"] = [];
-  const client = {
-    app: { log: async ({ body }: { body: Started["logs"][number] }) => (logs.push(body), { data: true }) },
-    session: { messages: () => new Promise(() => {}) },
-  };
-  const input = { client, directory: script.root, worktree: script.root, project: {}, serverUrl: new URL("http://127.0.0.1:4096"), $: undefined } as unknown as PluginInput;
-  const hooks = await ProjectContext(input, script.options);
-  return {
-    root: script.root,
-    hooks,
-    logs,
-    async touch(sessionID, tool, args) {
-      await hooks["tool.execute.before"]!({ tool, sessionID, callID: "c" }, { args });
-    },
-    async step(sessionID) {
-      const output = { system: ["You are opencode, an interactive CLI tool."] };
-      await hooks["experimental.chat.system.transform"]!({ sessionID, model: {} as never }, output);
-      return output.system[1];
-    },
-    async compact(sessionID) {
-      const output = { context: [] as string[] };
-      await hooks["experimental.session.compacting"]!({ sessionID }, output);
-      return output.context;
-    },
-    dispose: async () => {
-      await hooks.dispose?.();
-    },
-  } as Started;
-}
-
-/**
  * OpenCode's server keeps its process alive while a hook awaits; this stands in for it until the
  * report, so that whatever keeps the process alive after the report is the plugin's doing.
  */
@@ -125,7 +88,7 @@ async function main(): Promise<void> {
   if (file === undefined) throw new Error("usage: runner.ts <script.json>");
   const script = JSON.parse(readFileSync(file, "utf8")) as Script;
 
-  const plugin = process.env.HARDENING_HANGING_HISTORY ? await startWithHangingHistory(script) : await start(script.root, script.options);
+  const plugin = await start(script.root, script.options, { history: process.env.HARDENING_HANGING_HISTORY ? "never" : [] });
   const events: Event[] = [];
   let call = 0;
   for (const op of script.ops) {
