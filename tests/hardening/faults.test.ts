@@ -169,11 +169,13 @@ describe.skipIf(STRACE === null)("faults injected at the syscall (strace)", () =
           await rm(trace, { force: true });
           expectClean(run);
           const shown = stepTexts(run.report).map((text) => text.includes("FLAKY-RULES"));
-          const firstShown = shown.indexOf(true);
           expect(injected).toBeGreaterThan(0);
           expect(logged(run.report, new RegExp(`flaky/AGENTS\\.md: unreadable \\(${error}\\)`))).toHaveLength(1);
-          // Missed at most once per injected fault, and never again once the faults are over.
-          expect({ watch, back: firstShown !== -1 && firstShown <= injected, staysBack: shown.slice(Math.max(firstShown, 0)).every(Boolean) }).toEqual({ watch, back: true, staysBack: true });
+          // Missed at most once per injected fault (a thread of the I/O pool that first opens the file
+          // late fails late); a fault remembered would miss every step after it.
+          const missed = shown.filter((seen) => !seen).length;
+          expect(injected).toBeLessThan(ROUNDS / 2);
+          expect({ watch, missedAtMostOncePerFault: missed <= injected }).toEqual({ watch, missedAtMostOncePerFault: true });
           count(`transient${error}`, injected);
         }
       } finally {
