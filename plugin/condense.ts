@@ -13,12 +13,12 @@ const TRUNCATED = "\n(truncated)";
 export function condense<S extends Section>(sections: readonly S[], budget: number, measure: Measure<S>): string {
   if (sections.length === 0) return "";
   let text = `${OPEN_TAG}\n${PREAMBLE}\n`;
-  let left = budget - measure.count(text + CLOSE_TAG) - seamReserve(sections.length);
+  let left = budget - measure.count(text + CLOSE_TAG) - seamReserve(0);
   if (left <= 0) return "";
   const marker = measure.count(TRUNCATED);
   for (const section of sections) {
-    const frame = openSection(section.rel) + CLOSE_SECTION;
-    const room = left - measure.count(frame);
+    // Each section pays for its own seams: the copy holds only as many sections as fit.
+    const room = left - measure.count(openSection(section.rel) + CLOSE_SECTION) - seamReserve(1) + seamReserve(0);
     const tokens = measure.tokensUpTo(section, Math.max(0, room));
     if (tokens <= room) {
       text += openSection(section.rel) + section.text + CLOSE_SECTION;

@@ -19,6 +19,17 @@ describe("condense", () => {
   });
 });
 
+describe("condense with many files", () => {
+  test("hundreds of files still fill the budget with the closest ones, within it", () => {
+    const sections = Array.from({ length: 600 }, (_, i) => section(`d${i}/AGENTS.md`, lines(`f${i}`, 3 + (i % 40))));
+    const copy = condense(sections, 1000, measure);
+    expect(tokenizer.count(copy)).toBeLessThanOrEqual(1000);
+    expect(tokenizer.count(copy)).toBeGreaterThan(800);
+    expect(sectionPaths(copy).slice(0, 3)).toEqual(["d0/AGENTS.md", "d1/AGENTS.md", "d2/AGENTS.md"]);
+    expect(copy).toContain("(truncated)");
+  });
+});
+
 describe("the compacting hook", () => {
   test("pushes the closest file first, then its parents, within compactionTokens", async () => {
     const plugin = await open("monorepo");
