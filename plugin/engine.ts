@@ -3,7 +3,7 @@ import { realpath, stat } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { ContextCache, type CachedFile } from "./cache.ts";
 import { condense } from "./condense.ts";
-import { discover } from "./discover.ts";
+import { discover, walkUp } from "./discover.ts";
 import type { Logger } from "./log.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { isInside, touchedDirectories } from "./paths.ts";
@@ -45,9 +45,14 @@ export class Engine {
   private statMode: boolean;
   private disposed = false;
   private readonly starts = new Map<string, Start>();
-  /** Answers for paths that did not exist, good while the cache's generation holds (a creation bumps it). */
+  /**
+   * What is good only while the cache's generation holds (any change bumps it): where paths that
+   * did not exist lead, and the chain of files from each start directory. A session that touches a
+   * new directory then costs one new walk, not a walk per directory it ever touched.
+   */
   private readonly missingStarts = new Map<string, Start>();
-  private missingGeneration = -1;
+  private readonly chains = new Map<string, CachedFile[] | Promise<CachedFile[]>>();
+  private generationSeen = -1;
   private readonly realPaths = new Map<string, Promise<string>>();
   private lastSystem = "";
   private lastHostKey = "";
@@ -99,8 +104,9 @@ export class Engine {
     const session = this.sessions.get(sessionID);
     const hostKey = this.hostKeyOf(system);
     if (hostKey !== session.hostKey) {
+      const hostPaths = await this.hostPaths(hostKey);
       session.hostKey = hostKey;
-      session.hostPaths = await this.hostPaths(hostKey);
+      session.hostPaths = hostPaths;
     }
     return this.memoFor(sessionID, session);
   }
@@ -157,6 +163,8 @@ export class Engine {
     this.sessions.clear();
     this.cache.clear();
     this.starts.clear();
+    this.missingStarts.clear();
+    this.chains.clear();
     await this.watcher?.close();
   }
 
@@ -193,7 +201,13 @@ export class Engine {
     const { hostKey, hostPaths } = session;
     const { maxDepth, systemTokens } = this.settings.options;
 
-    const starts = await Promise.all([this.settings.directory, ...session.touched].map((path) => this.resolve(path)));
+    if (this.generationSeen !== generation) {
+      this.missingStarts.clear();
+      this.chains.clear();
+      this.generationSeen = generation;
+    }
+    // Known answers are taken as they are: only what is new costs a promise.
+    const starts = await settle([this.settings.directory, ...session.touched].map((path) => this.starts.get(path) ?? this.missingStarts.get(path) ?? this.resolve(path)));
     const startDirs = new Set<string>();
     const missing: string[] = [];
     for (const start of starts) {
@@ -204,11 +218,12 @@ export class Engine {
       this.watcher?.expect(start.missing);
     }
     const dirs = new Set<string>();
-    const lookup = (dir: string) => {
-      dirs.add(dir);
-      return this.cache.lookup(dir);
-    };
-    const chains = await Promise.all([...startDirs].map((dir) => discover(dir, { stopAt: this.realRoot, maxDepth, lookup })));
+    const chains = await settle(
+      [...startDirs].map((dir) => {
+        for (const visited of walkUp(dir, this.realRoot, maxDepth)) dirs.add(visited);
+        return this.chainOf(dir, generation);
+      }),
+    );
 
     const files: CachedFile[] = [];
     const seen = new Set<string>();
@@ -225,18 +240,28 @@ export class Engine {
     return { generation, version, hostKey, block: rendered.text, files, whole, dirs: [...dirs], missing };
   }
 
+  /** The files that apply to `dir` (root first), walked once per generation. */
+  private chainOf(dir: string, generation: number): CachedFile[] | Promise<CachedFile[]> {
+    const known = this.chains.get(dir);
+    if (known !== undefined) return known;
+    const walking = discover(dir, { stopAt: this.realRoot, maxDepth: this.settings.options.maxDepth, lookup: (d) => this.cache.lookup(d) });
+    this.chains.set(dir, walking);
+    walking.then(
+      (chain) => {
+        if (this.generationSeen === generation && this.chains.get(dir) === walking) this.chains.set(dir, chain);
+      },
+      // The step that awaits it reports the failure; the walk is tried again next time.
+      () => this.chains.get(dir) === walking && this.chains.delete(dir),
+    );
+    return walking;
+  }
+
   /**
    * Where a touched path's walk starts: its real directory (a file's parent), or for a path that
    * does not exist yet, its nearest existing ancestor. Undefined when it lies outside the worktree
    * once symlinks are resolved.
    */
   private async resolve(path: string): Promise<Start | undefined> {
-    if (this.missingGeneration !== this.cache.generation) {
-      this.missingStarts.clear();
-      this.missingGeneration = this.cache.generation;
-    }
-    const known = this.starts.get(path) ?? this.missingStarts.get(path);
-    if (known !== undefined) return known;
     const generation = this.cache.generation;
     let existing = path;
     let missing: string | undefined;
@@ -249,7 +274,7 @@ export class Engine {
         const start: Start = missing === undefined ? { dir } : { dir, missing: join(dir, basename(missing)) };
         // A path that exists keeps its answer; a missing one only until something changes.
         if (missing === undefined) this.starts.set(path, start);
-        else if (generation === this.missingGeneration) this.missingStarts.set(path, start);
+        else if (generation === this.generationSeen) this.missingStarts.set(path, start);
         return start;
       } catch {
         const parent = dirname(existing);
@@ -322,6 +347,11 @@ export class Engine {
     const tokenizer = await loadTokenizer();
     return measurer(tokenizer);
   }
+}
+
+/** The values of `items`, awaiting only those that are promises. */
+async function settle<T>(items: readonly (T | Promise<T>)[]): Promise<T[]> {
+  return items.some((item) => item instanceof Promise) ? Promise.all(items) : (items as T[]);
 }
 
 function depth(dir: string): number {

@@ -160,7 +160,7 @@ describe.skipIf(STRACE === null)("faults injected at the syscall (strace)", () =
         for (let round = 0; round < ROUNDS; round++) ops.push({ op: "step", session: "s" }, { op: "after", session: "s", tool: "bash", args: { command: "true" } });
         ops.push({ op: "dispose" });
         for (const watch of error === "EMFILE" ? [false, true] : [false]) {
-          const trace = join(tmpdir(), `pc-inject-${process.pid}-${Date.now()}.txt`);
+          const trace = join(tmpdir(), `pc-inject-${process.pid}-${error}-${watch}-${Date.now()}.txt`);
           // strace counts `when=1` per thread: each thread of Bun's I/O pool fails its first open of
           // the file once. The fault is transient all the same: it stops after those few opens.
           const prefix = inject(join(root, "flaky", "AGENTS.md"), "openat", error, "1").map((arg) => (arg === "/dev/null" ? trace : arg));
