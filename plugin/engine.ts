@@ -52,8 +52,11 @@ export class Engine {
    */
   private readonly missingStarts = new Map<string, Start>();
   private readonly chains = new Map<string, CachedFile[] | Promise<CachedFile[]>>();
+  /** The directories a walk from each start directory visits (pure, so kept for good). */
+  private readonly walks = new Map<string, readonly string[]>();
   private generationSeen = -1;
   private readonly realPaths = new Map<string, Promise<string>>();
+  private measuring: Promise<Measure<CachedFile>> | undefined;
   private lastSystem = "";
   private lastHostKey = "";
 
@@ -165,6 +168,7 @@ export class Engine {
     this.starts.clear();
     this.missingStarts.clear();
     this.chains.clear();
+    this.walks.clear();
     await this.watcher?.close();
   }
 
@@ -199,7 +203,7 @@ export class Engine {
     const generation = this.cache.generation;
     const version = session.version;
     const { hostKey, hostPaths } = session;
-    const { maxDepth, systemTokens } = this.settings.options;
+    const { systemTokens } = this.settings.options;
 
     if (this.generationSeen !== generation) {
       this.missingStarts.clear();
@@ -220,7 +224,7 @@ export class Engine {
     const dirs = new Set<string>();
     const chains = await settle(
       [...startDirs].map((dir) => {
-        for (const visited of walkUp(dir, this.realRoot, maxDepth)) dirs.add(visited);
+        for (const visited of this.walkOf(dir)) dirs.add(visited);
         return this.chainOf(dir, generation);
       }),
     );
@@ -238,6 +242,15 @@ export class Engine {
     const rendered = render(shown, systemTokens, await this.measure());
     const whole = new Set(shown.filter((file) => rendered.whole.has(file.rel)).map((file) => file.path));
     return { generation, version, hostKey, block: rendered.text, files, whole, dirs: [...dirs], missing };
+  }
+
+  private walkOf(dir: string): readonly string[] {
+    let walk = this.walks.get(dir);
+    if (walk === undefined) {
+      walk = walkUp(dir, this.realRoot, this.settings.options.maxDepth);
+      this.walks.set(dir, walk);
+    }
+    return walk;
   }
 
   /** The files that apply to `dir` (root first), walked once per generation. */
@@ -343,9 +356,10 @@ export class Engine {
     return real;
   }
 
-  private async measure(): Promise<Measure<CachedFile>> {
-    const tokenizer = await loadTokenizer();
-    return measurer(tokenizer);
+  /** One measure for the instance, so what it remembers of short texts serves every step. */
+  private measure(): Promise<Measure<CachedFile>> {
+    this.measuring ??= loadTokenizer().then(measurer);
+    return this.measuring;
   }
 }
 

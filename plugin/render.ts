@@ -58,13 +58,11 @@ export function render<S extends Section>(sections: readonly S[], budget: number
   // Cut notes are reserved at their longest (six-digit line numbers), so a cut always fits.
   const notes = sections.map((section) => measure.count(cutNote(section.rel, 999_999, 999_999)));
   const omittedTokens = measure.count(omittedNote(sections.length));
+  // Sums of the first n headers and notes, so trying every n is linear, not quadratic.
+  const headersUpTo = prefixSums(headers);
+  const notesUpTo = prefixSums(notes);
   const roomFor = (n: number, withNotes: boolean) =>
-    budget -
-    frame -
-    sum(headers.slice(0, n)) -
-    (withNotes ? sum(notes.slice(0, n)) : 0) -
-    seamReserve(n + 1) -
-    (n < sections.length ? omittedTokens : 0);
+    budget - frame - headersUpTo[n]! - (withNotes ? notesUpTo[n]! : 0) - seamReserve(n + 1) - (n < sections.length ? omittedTokens : 0);
 
   // Everything whole: known without tokenizing when even the byte bounds fit, else by counting.
   const all = roomFor(sections.length, false);
@@ -129,6 +127,13 @@ export function lineCount(text: string): number {
   let lines = 1;
   for (let at = text.indexOf("\n"); at !== -1; at = text.indexOf("\n", at + 1)) lines++;
   return text.endsWith("\n") ? lines - 1 : lines;
+}
+
+/** `sums[n]` is the sum of the first n values. */
+function prefixSums(values: readonly number[]): number[] {
+  const sums = [0];
+  for (const value of values) sums.push(sums[sums.length - 1]! + value);
+  return sums;
 }
 
 function sum(values: readonly number[]): number {

@@ -93,8 +93,23 @@ export interface Measurable extends Section {
   heads: Map<number, string>;
 }
 
+/** Short texts counted again and again (section headers, notes): remembered, up to this many. */
+const SHORT_TEXT = 256;
+const MAX_REMEMBERED = 20_000;
+
 /** Measures sections for render and condense, tokenizing each only as far as ever asked. */
 export function measurer(tokenizer: Tokenizer): Measure<Measurable> {
+  const counted = new Map<string, number>();
+  const count = (text: string): number => {
+    if (text.length > SHORT_TEXT) return tokenizer.count(text);
+    let tokens = counted.get(text);
+    if (tokens === undefined) {
+      if (counted.size >= MAX_REMEMBERED) counted.clear();
+      tokens = tokenizer.count(text);
+      counted.set(text, tokens);
+    }
+    return tokens;
+  };
   /** Its count when at most `limit`, else its first tokens (more than `limit`). */
   const learn = (section: Measurable, limit: number): number | number[] => {
     if (section.tokens !== undefined) return section.tokens;
@@ -105,7 +120,7 @@ export function measurer(tokenizer: Tokenizer): Measure<Measurable> {
     return (section.tokens = tokens.length);
   };
   return {
-    count: tokenizer.count,
+    count,
     tokensUpTo(section, limit) {
       const known = learn(section, limit);
       return typeof known === "number" ? known : limit + 1;
