@@ -91,6 +91,17 @@ describe("discovery through the plugin", () => {
     expect(block).not.toContain("Outer rules");
   });
 
+  test("outside a git repository (OpenCode's worktree is /) nothing above the session directory is read", async () => {
+    const plugin = await open("monorepo", {}, { worktree: "/", directory: (root) => join(root, "services/api") });
+    await plugin.touch("s", "read", { filePath: "plugins/payments/src/charge.ts" });
+    await plugin.touch("s", "read", { filePath: "../../apps/web/src/App.tsx" });
+    const block = await plugin.step("s");
+    expect(sectionPaths(block)).toEqual(["AGENTS.md", "plugins/payments/AGENTS.md"]);
+    expect(block).toContain("# API service");
+    expect(block).not.toContain("Acme monorepo");
+    expect(block).not.toContain("Web app");
+  });
+
   test("walks climb at most maxDepth levels above the touched directory", async () => {
     const plugin = await open("monorepo", { maxDepth: 1 });
     const root = plugin.root;

@@ -7,6 +7,10 @@ describe("parseFrontmatter", () => {
     expect(await parseFrontmatter("---\nroot: yes please\n---\nb")).toEqual({ body: "b", root: false });
   });
 
+  test("JSON frontmatter is parsed too", async () => {
+    expect(await parseFrontmatter('---json\n{ "root": true }\n---\n# Body\n')).toEqual({ body: "# Body\n", root: true });
+  });
+
   test("a file without frontmatter is all body, including one that merely opens with a --- rule", async () => {
     expect(await parseFrontmatter("# Title\n---\nx")).toEqual({ body: "# Title\n---\nx", root: false });
     expect(await parseFrontmatter("---\nno closing delimiter\n")).toEqual({ body: "---\nno closing delimiter\n", root: false });

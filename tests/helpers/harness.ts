@@ -56,10 +56,10 @@ export interface Started {
 export async function start(
   root: string,
   options?: Record<string, unknown>,
-  { directory = root, history = [] as unknown[] | "never" } = {},
+  { directory = root, history = [] as unknown[] | "never", worktree = root } = {},
 ): Promise<Started> {
   const { client, logs } = fakeClient(history);
-  const input = { client, directory, worktree: root, project: {}, serverUrl: new URL("http://127.0.0.1:4096"), $: undefined } as unknown as PluginInput;
+  const input = { client, directory, worktree, project: {}, serverUrl: new URL("http://127.0.0.1:4096"), $: undefined } as unknown as PluginInput;
   const hooks = await ProjectContext(input, options);
   let call = 0;
   return {
@@ -111,12 +111,13 @@ export function projects() {
   return async (
     scenario: string,
     options?: Record<string, unknown>,
-    startOptions: { directory?: (root: string) => string; history?: unknown[] | "never" } = {},
+    startOptions: { directory?: (root: string) => string; history?: unknown[] | "never"; worktree?: string } = {},
   ): Promise<Started> => {
     const project = await tempProject(scenario);
     const plugin = await start(project.root, options, {
       directory: startOptions.directory?.(project.root) ?? project.root,
       history: startOptions.history ?? [],
+      worktree: startOptions.worktree ?? project.root,
     });
     cleanups.push(async () => {
       await plugin.dispose();
