@@ -77,10 +77,6 @@ export class ContextCache {
     await Promise.all(checks);
   }
 
-  get size(): number {
-    return this.dirs.size;
-  }
-
   clear(): void {
     this.dirs.clear();
     this.generation++;

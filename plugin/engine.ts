@@ -31,7 +31,7 @@ interface Start {
 }
 
 const HISTORY_TIMEOUT_MS = 3000;
-const HOST_INSTRUCTIONS = /^Instructions from: (.+)$/gm;
+const HOST_INSTRUCTIONS = "Instructions from: ";
 
 /**
  * The plugin's shared state and the work behind every hook: touched paths per session, one
@@ -57,8 +57,6 @@ export class Engine {
   private generationSeen = -1;
   private readonly realPaths = new Map<string, Promise<string>>();
   private measuring: Promise<Measure<CachedFile>> | undefined;
-  private lastSystem = "";
-  private lastHostKey = "";
 
   private constructor(
     private readonly settings: EngineSettings,
@@ -143,11 +141,17 @@ export class Engine {
       return;
     }
     session.validating = (async () => {
-      do {
-        session.recheck = false;
-        if (session.memo !== undefined) await this.validate(session.memo);
-      } while (session.recheck);
-      session.validating = undefined;
+      try {
+        do {
+          session.recheck = false;
+          if (session.memo !== undefined) await this.validate(session.memo);
+        } while (session.recheck);
+        session.checked = true;
+      } catch (error) {
+        this.settings.log.once(`check:${String(error)}`, "warn", `checking context files failed: ${String(error)}`);
+      } finally {
+        session.validating = undefined;
+      }
     })();
   }
 
@@ -176,7 +180,9 @@ export class Engine {
     session.restoring ??= this.restore(sessionID, session);
     await session.restoring;
     await session.validating;
-    if (this.statMode && session.memo !== undefined) await this.validate(session.memo);
+    // Without a watcher, check before the step, unless a check at the step boundary just did.
+    if (this.statMode && session.memo !== undefined && !session.checked) await this.validate(session.memo);
+    session.checked = false;
     const memo = session.memo;
     if (
       memo !== undefined &&
@@ -328,15 +334,22 @@ export class Engine {
     }
   }
 
-  /** The host's own instruction files, from its `Instructions from: <path>` lines. */
+  /**
+   * The host's own instruction files, from its `Instructions from: <path>` lines, found with a
+   * plain substring search: OpenCode builds a new system prompt string for every request, and
+   * comparing or regex-scanning all of it each time costs more than this.
+   */
   private hostKeyOf(system: readonly string[]): string {
-    const joined = system.length === 1 ? system[0]! : system.join("\n");
-    if (joined === this.lastSystem) return this.lastHostKey;
-    const paths: string[] = [];
-    for (const match of joined.matchAll(HOST_INSTRUCTIONS)) paths.push(match[1]!.trim());
-    this.lastSystem = joined;
-    this.lastHostKey = paths.join("\n");
-    return this.lastHostKey;
+    let key = "";
+    for (const part of system) {
+      for (let at = part.indexOf(HOST_INSTRUCTIONS); at !== -1; at = part.indexOf(HOST_INSTRUCTIONS, at + 1)) {
+        if (at > 0 && part[at - 1] !== "\n") continue;
+        const end = part.indexOf("\n", at);
+        const path = part.slice(at + HOST_INSTRUCTIONS.length, end === -1 ? undefined : end).trim();
+        key = key === "" ? path : `${key}\n${path}`;
+      }
+    }
+    return key;
   }
 
   private async hostPaths(hostKey: string): Promise<Set<string>> {

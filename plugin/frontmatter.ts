@@ -27,11 +27,11 @@ const SAFE_OPTIONS = {
 };
 
 /**
- * A closed frontmatter block at the very start: `---[lang]` … `---`. gray-matter would take an
- * unclosed block (a file that merely opens with a `---` rule) as all frontmatter and drop the
- * whole text, so only a closed block is handed to it.
+ * A closed frontmatter block at the very start: `---[lang]` … `---`, each delimiter alone on its
+ * line. gray-matter would take an unclosed block (a file that merely opens with a `---` rule) as
+ * all frontmatter and drop the whole text, so only a closed block is handed to it.
  */
-const BLOCK = /^---[^\r\n]*\r?\n(?:[\s\S]*?\r?\n)?---[^\r\n]*(?:\r?\n|$)/;
+const BLOCK = /^---[ \t]*[A-Za-z]*[ \t]*\r?\n(?:[\s\S]*?\r?\n)?---[ \t]*(?:\r?\n|$)/;
 
 /**
  * Splits a context file into its body and the frontmatter fields this plugin acts on. gray-matter
@@ -44,8 +44,9 @@ export async function parseFrontmatter(text: string): Promise<Frontmatter> {
     // Passing options also keeps gray-matter from caching every input string forever.
     const parsed = matter(text, SAFE_OPTIONS);
     const data: unknown = parsed.data;
-    const root = typeof data === "object" && data !== null && (data as { root?: unknown }).root === true;
-    return { body: parsed.content, root };
+    // A block that parses to a plain string or number is prose between two rules, not frontmatter.
+    if (typeof data !== "object" || data === null || Array.isArray(data)) return { body: text, root: false };
+    return { body: parsed.content, root: (data as { root?: unknown }).root === true };
   } catch (error) {
     return {
       body: text.replace(BLOCK, ""),

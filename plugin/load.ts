@@ -1,4 +1,5 @@
-import { lstat, open, realpath, stat } from "node:fs/promises";
+import { constants, type Stats } from "node:fs";
+import { lstat, open, realpath } from "node:fs/promises";
 import { join } from "node:path";
 import { parseFrontmatter } from "./frontmatter.ts";
 import { isInside } from "./paths.ts";
@@ -16,9 +17,8 @@ export interface ContextFile {
   /** Bytes on disk, and whether only the first `maxFileBytes` of them were read. */
   size: number;
   cutAtBytes: boolean;
-  /** Identity of the version read, compared by stat validation. */
+  /** When the version read was written: names it in log messages. */
   mtimeMs: number;
-  ino: number;
   /** Why its frontmatter was ignored, if it was. */
   frontmatterError?: string;
 }
@@ -58,12 +58,12 @@ export async function loadContextFile(dir: string, settings: LoadSettings): Prom
         skipped.push({ path: candidate, reason: `symlink resolves outside the worktree (${real})` });
         continue;
       }
-      const info = link.isSymbolicLink() ? await stat(real) : link;
-      if (!info.isFile()) {
+      const read = await readHead(real, settings.maxFileBytes);
+      if (read === undefined) {
         skipped.push({ path: candidate, reason: "not a regular file" });
         continue;
       }
-      const read = await readHead(real, Math.min(info.size, settings.maxFileBytes), settings.maxFileBytes);
+      const { info } = read;
       if (read.bytes.includes(0)) {
         skipped.push({ path: candidate, reason: "binary (contains NUL bytes)" });
         continue;
@@ -88,7 +88,6 @@ export async function loadContextFile(dir: string, settings: LoadSettings): Prom
           size: info.size,
           cutAtBytes: read.cut,
           mtimeMs: info.mtimeMs,
-          ino: info.ino,
           ...(error === undefined ? {} : { frontmatterError: error }),
         },
       };
@@ -107,13 +106,18 @@ export async function loadContextFile(dir: string, settings: LoadSettings): Prom
 }
 
 /**
- * Reads at most `limit` bytes, so a 50 MB file costs no more memory than the cap. One byte past
- * `expected` is asked for, to learn whether the file holds more than was read.
+ * Reads at most `limit` bytes, so a 50 MB file costs no more memory than the cap; undefined for
+ * anything but a regular file. What is read is what was checked: the file is opened without
+ * following a symlink (one swapped in since the realpath fails) and without blocking (a FIFO swapped
+ * in would hang the read), then checked through its own handle. One byte past the size is asked for,
+ * to learn whether the file holds more than was read.
  */
-async function readHead(path: string, expected: number, limit: number): Promise<{ bytes: Uint8Array; cut: boolean }> {
-  const handle = await open(path, "r");
+async function readHead(path: string, limit: number): Promise<{ bytes: Uint8Array; cut: boolean; info: Stats } | undefined> {
+  const handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   try {
-    const buffer = new Uint8Array(Math.min(expected, limit) + 1);
+    const info = await handle.stat();
+    if (!info.isFile()) return undefined;
+    const buffer = new Uint8Array(Math.min(info.size, limit) + 1);
     let length = 0;
     while (length < buffer.length) {
       const { bytesRead } = await handle.read(buffer, length, buffer.length - length, length);
@@ -121,7 +125,7 @@ async function readHead(path: string, expected: number, limit: number): Promise<
       length += bytesRead;
     }
     const cut = length > limit;
-    return { bytes: buffer.subarray(0, Math.min(length, limit)), cut };
+    return { bytes: buffer.subarray(0, Math.min(length, limit)), cut, info };
   } finally {
     await handle.close();
   }

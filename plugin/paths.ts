@@ -1,9 +1,9 @@
 import { dirname, isAbsolute, resolve, sep } from "node:path";
 
 /** Argument names that hold a file: the directory that contains it is what was touched. */
-const FILE_KEYS = ["filePath", "file", "files"] as const;
+const FILE_KEYS = ["filePath", "file_path", "filepath", "file", "files"] as const;
 /** Argument names that hold a directory, or a path that may be either (resolved later by stat). */
-const DIRECTORY_KEYS = ["path", "paths", "workdir", "cwd", "directory"] as const;
+const DIRECTORY_KEYS = ["path", "paths", "workdir", "cwd", "directory", "dir"] as const;
 
 const PATCH_HEADER = /^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+)$/gm;
 

@@ -1,18 +1,18 @@
-const REMINDER = /\n*<system-reminder>\n?([\s\S]*?)<\/system-reminder>/g;
+/** OpenCode appends its reminder at the very end of a read's output; text before it is the file's own. */
+const REMINDER = /\n*<system-reminder>\n?((?:(?!<system-reminder>)[\s\S])*?)<\/system-reminder>\s*$/;
 const ENTRY_START = /^Instructions from: (.+)$/m;
 
-/** Paths of the instruction files OpenCode appended to a tool output in `<system-reminder>` blocks. */
+/** Paths of the instruction files OpenCode appended to a read's output in its closing `<system-reminder>`. */
 export function reminderPaths(output: string): string[] {
   const paths: string[] = [];
-  for (const [, inner] of output.matchAll(REMINDER)) {
-    for (const entry of entries(inner ?? "")) paths.push(entry.path);
-  }
+  const inner = REMINDER.exec(output)?.[1];
+  if (inner !== undefined) for (const entry of entries(inner)) paths.push(entry.path);
   return paths;
 }
 
 /**
- * Removes from `output` the reminder entries for which `drop(path)` is true; a reminder left with
- * no entry goes whole. Text outside reminders, and reminders of any other kind, stay as they are.
+ * Removes from `output`'s closing reminder the entries for which `drop(path)` is true; a reminder
+ * left with no entry goes whole. All other text, and reminders of any other kind, stay as they are.
  */
 export function stripReminders(output: string, drop: (path: string) => boolean): string {
   return output.replace(REMINDER, (block, inner: string) => {

@@ -69,9 +69,11 @@ export function render<S extends Section>(sections: readonly S[], budget: number
   if (sum(sections.map((section) => section.bound)) <= all) return assemble(sections, [], 0);
   if (waterFill(sections, all, measure).every((cap) => cap === undefined)) return assemble(sections, [], 0);
 
-  // Fair shares. Leave out the last sections while a share would be too small to say anything.
+  // Fair shares. Leave out the last sections while a share would be too small to say anything;
+  // a budget too small for even one file's beginning gets no block at all.
   let kept = sections.length;
   while (kept > 1 && roomFor(kept, true) < kept * MIN_SHARE) kept--;
+  if (roomFor(kept, true) < MIN_SHARE) return { text: "", whole: new Set() };
   const shown = sections.slice(0, kept);
   const caps = waterFill(shown, roomFor(kept, true), measure);
   const heads = caps.map((cap, i) => (cap === undefined ? undefined : measure.head(shown[i]!, cap)));
@@ -85,7 +87,8 @@ function assemble(shown: readonly Section[], heads: readonly (string | undefined
   shown.forEach((section, i) => {
     const head = heads[i];
     if (head === undefined) whole.add(section.rel);
-    const body = head === undefined ? section.text : head.replace(/\s+$/, "") + cutNote(section.rel, lineCount(head), lineCount(section.text));
+    const shown = head?.replace(/\s+$/, "");
+    const body = shown === undefined ? section.text : shown + cutNote(section.rel, lineCount(shown), lineCount(section.text));
     text += openSection(section.rel) + body + CLOSE_SECTION;
   });
   if (omitted > 0) text += omittedNote(omitted);
@@ -93,7 +96,7 @@ function assemble(shown: readonly Section[], heads: readonly (string | undefined
 }
 
 function omittedNote(count: number): string {
-  return `[${count} more context file${count === 1 ? "" : "s"} apply here but did not fit the token budget; read the AGENTS.md of the directory you work in directly.]\n`;
+  return `[${count} more context file${count === 1 ? " applies" : "s apply"} here but did not fit the token budget; read the AGENTS.md of the directory you work in directly.]\n`;
 }
 
 /**

@@ -29,6 +29,8 @@ export class SessionState {
   validating: Promise<void> | undefined;
   /** Another check was asked for while one was under way. */
   recheck = false;
+  /** A check at a step boundary finished since the last step: a stat-mode step need not check again. */
+  checked = false;
   /** Host-injected paths seen in the last system prompt, for work done outside a system transform. */
   hostKey = "";
   hostPaths: ReadonlySet<string> = new Set();

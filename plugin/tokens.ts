@@ -89,13 +89,14 @@ export interface Measurable extends Section {
   tokens: number | undefined;
   /** Its first tokens, kept while the whole count is unknown: what a cut is decoded from. */
   prefix: number[] | undefined;
-  /** Cuts already made for a token cap, so a re-render after an unrelated change costs nothing. */
+  /** The last cuts made for a token cap, so a re-render after an unrelated change costs nothing. */
   heads: Map<number, string>;
 }
 
 /** Short texts counted again and again (section headers, notes): remembered, up to this many. */
 const SHORT_TEXT = 256;
 const MAX_REMEMBERED = 20_000;
+const MAX_HEADS = 4;
 
 /** Measures sections for render and condense, tokenizing each only as far as ever asked. */
 export function measurer(tokenizer: Tokenizer): Measure<Measurable> {
@@ -131,6 +132,8 @@ export function measurer(tokenizer: Tokenizer): Measure<Measurable> {
         const known = learn(section, maxTokens);
         if (typeof known === "number" && known <= maxTokens) head = section.text;
         else head = tokenizer.decodeHead(typeof known === "number" ? tokenizer.prefix(section.text, maxTokens).tokens : known, maxTokens);
+        // Shares move as files join: remember the last few cuts, not one per share ever used.
+        if (section.heads.size >= MAX_HEADS) section.heads.clear();
         section.heads.set(maxTokens, head);
       }
       return head;

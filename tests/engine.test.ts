@@ -95,6 +95,19 @@ describe("what the host already injected", () => {
     expect(await plugin.step("s")).toContain("# Web app (React + Vite)");
   });
 
+  test("only a read's closing reminder is touched: other tools' output and a file's own text stay as written", async () => {
+    const plugin = await open();
+    await plugin.touch("s", "read", { filePath: "apps/web/src/App.tsx" });
+    const file = join(plugin.root, "apps/web/AGENTS.md");
+    const reminder = `<system-reminder>\nInstructions from: ${file}\n# Web app\n</system-reminder>`;
+    const bash = { title: "", metadata: {}, output: `line before\n${reminder}\nline after` };
+    await plugin.hooks["tool.execute.after"]!({ tool: "bash", sessionID: "s", callID: "b", args: {} }, bash);
+    expect(bash.output).toBe(`line before\n${reminder}\nline after`);
+    const read = { title: "", metadata: {}, output: `<content>\n1: ${reminder}\n2: more\n</content>` };
+    await plugin.hooks["tool.execute.after"]!({ tool: "read", sessionID: "s", callID: "r", args: {} }, read);
+    expect(read.output).toBe(`<content>\n1: ${reminder}\n2: more\n</content>`);
+  });
+
   test("the read tool's copy stays when the block could only carry part of the file", async () => {
     const plugin = await open({ systemTokens: 120 });
     const args = { filePath: join(plugin.root, "apps/web/src/App.tsx") };

@@ -40,3 +40,12 @@ describe("parseFrontmatter", () => {
     expect((globalThis as Record<string, unknown>).__yamlRan).toBeUndefined();
   });
 });
+
+describe("what is not frontmatter", () => {
+  test("prose between two rules, and a rule with a title, are kept as text", async () => {
+    const prose = "---\nAlways run tests before committing.\n---\n# Rules\n";
+    expect(await parseFrontmatter(prose)).toEqual({ body: prose, root: false });
+    const titled = "--- Overview ---\nImportant: never push to main\n---\n# Rules\n";
+    expect(await parseFrontmatter(titled)).toEqual({ body: titled, root: false });
+  });
+});

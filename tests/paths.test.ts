@@ -43,6 +43,12 @@ describe("touchedDirectories", () => {
     ]);
   });
 
+  test("the snake_case and short spellings other tools use count too", () => {
+    expect(dirs("mcp_edit", { file_path: "a/f.ts" })).toEqual(["/repo/a"]);
+    expect(dirs("mcp_read", { filepath: "b/f.ts" })).toEqual(["/repo/b"]);
+    expect(dirs("mcp_list", { dir: "c" })).toEqual(["/repo/c"]);
+  });
+
   test("relative paths resolve against the session directory", () => {
     expect(dirs("read", { filePath: "../b/f.ts" }, "/repo/a")).toEqual(["/repo/b"]);
   });

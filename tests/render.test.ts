@@ -1,20 +1,11 @@
 import { describe, expect, test } from "bun:test";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { allocate } from "../plugin/budget.ts";
 import { render } from "../plugin/render.ts";
 import { projects, sectionPaths } from "./helpers/harness.ts";
 import { lines, measure, section, tokenizer } from "./helpers/measure.ts";
 
 const open = projects();
-
-describe("allocate", () => {
-  test("sizes under the fair share keep everything; the longest share what is left", () => {
-    expect(allocate([10, 500, 1000], 610)).toEqual([10, 300, 300]);
-    expect(allocate([10, 20], 100)).toEqual([10, 20]);
-    expect(allocate([100, 100], 0)).toEqual([0, 0]);
-  });
-});
 
 describe("render", () => {
   test("nothing to inject renders nothing", () => {
@@ -55,6 +46,13 @@ describe("render", () => {
     expect(tokenizer.count(out.text)).toBeLessThanOrEqual(1000);
     expect(sectionPaths(out.text)[0]).toBe("p0/AGENTS.md");
     expect(out.text).toMatch(/\[\d+ more context files apply here but did not fit the token budget/);
+  });
+
+  test("a budget too small for even one file's beginning gets no block", () => {
+    for (const budget of [1, 50, 100]) {
+      const out = render([section("AGENTS.md", lines("r", 300))], budget, measure);
+      expect(out.text).toBe("");
+    }
   });
 
   test("deterministic: the same input renders the same bytes", () => {

@@ -15,7 +15,8 @@ export function createToolAfter(engine: Engine, log: Logger): Hook {
   return guard(log, "tool.execute.after", async (input: Parameters<Hook>[0], output: Parameters<Hook>[1]) => {
     if (typeof input?.sessionID !== "string") return;
     engine.checkBeforeNextStep(input.sessionID);
-    if (typeof output?.output !== "string" || !output.output.includes("<system-reminder>")) return;
+    // Only read gets OpenCode's reminder; any other output is left exactly as the tool wrote it.
+    if (input.tool !== "read" || typeof output?.output !== "string" || !output.output.includes("<system-reminder>")) return;
     const paths = reminderPaths(output.output);
     if (paths.length === 0) return;
     const memo = await engine.current(input.sessionID);
