@@ -63,7 +63,8 @@ async function main(argv: string[]): Promise<number> {
   const session = "explain";
   for (const path of values.touch) engine.touch(session, "read", { filePath: path });
   const sessionFiles = await engine.current(session);
-  const hostFiles = values["no-host"] ? [] : (sessionFiles?.files ?? []).filter((file) => walkUp(directory, engine.realRoot, options.maxDepth).includes(file.dir));
+  const sessionWalk = walkUp(directory, engine.realRoot, options.maxDepth);
+  const hostFiles = values["no-host"] ? [] : (sessionFiles?.files ?? []).filter((file) => sessionWalk.includes(file.dir));
   const header = ["You are OpenCode.", ...hostFiles.map((file) => `Instructions from: ${file.path}\n${file.text}`)].join("\n");
   const memo = await engine.blockFor(session, [header]);
   const copy = await engine.compactionCopy(session);
@@ -81,7 +82,7 @@ async function main(argv: string[]): Promise<number> {
   for (const file of memo.files) {
     const level = relative(engine.realRoot, file.dir).split("/").filter(Boolean).length;
     const reasons: string[] = [];
-    if (walkUp(directory, engine.realRoot, options.maxDepth).includes(file.dir)) reasons.push("on the session directory's path");
+    if (sessionWalk.includes(file.dir)) reasons.push("on the session directory's path");
     for (const { path, dir } of touchedDirs) if (walkUp(dir, engine.realRoot, options.maxDepth).includes(file.dir)) reasons.push(`applies to touched ${path}`);
     if (file.root) reasons.push("root: true (nothing above it applies below it)");
     const state = host.has(file.path) ? "injected by OpenCode itself, left out of the block" : memo.whole.has(file.path) ? "in the block" : "in the block, cut to fit the budget";

@@ -263,7 +263,7 @@ export class Engine {
   private chainOf(dir: string, generation: number): CachedFile[] | Promise<CachedFile[]> {
     const known = this.chains.get(dir);
     if (known !== undefined) return known;
-    const walking = discover(dir, { stopAt: this.realRoot, maxDepth: this.settings.options.maxDepth, lookup: (d) => this.cache.lookup(d) });
+    const walking = discover(this.walkOf(dir), (visited) => this.cache.lookup(visited));
     this.chains.set(dir, walking);
     walking.then(
       (chain) => {

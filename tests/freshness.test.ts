@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { mkdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { projects, sectionPaths, waitFor, type Started } from "./helpers/harness.ts";
+import { projects, sectionPaths, type Started } from "./helpers/harness.ts";
 
 const openProject = projects();
 
@@ -18,30 +18,21 @@ for (const mode of [{ watch: true }, { watch: false }]) {
     test("an edit to a context file shows in a following step", async () => {
       const { root, plugin } = await open(mode);
       await writeFile(join(root, "services/api/AGENTS.md"), "# API service v2\n- new rule\n");
-      const block = await waitFor(async () => {
-        const text = await plugin.step("s");
-        return text?.includes("API service v2") ? text : undefined;
-      }, 3000, "the edited text");
+      const block = await plugin.stepUntil("s", (text) => text?.includes("API service v2") === true, "the edited text");
       expect(block).not.toContain("Bun + Hono");
     });
 
     test("a context file deleted from a known chain leaves the block", async () => {
       const { root, plugin } = await open(mode);
       await rm(join(root, "services/api/AGENTS.md"));
-      const block = await waitFor(async () => {
-        const text = await plugin.step("s");
-        return text !== undefined && !text.includes("API service") ? text : undefined;
-      }, 3000, "the deleted file to leave");
+      const block = await plugin.stepUntil("s", (text) => text !== undefined && !text.includes("API service"), "the deleted file to leave");
       expect(sectionPaths(block)).toEqual(["AGENTS.md"]);
     });
 
     test("a context file created in a directory of a known chain joins the block", async () => {
       const { root, plugin } = await open(mode);
       await writeFile(join(root, "services/api/src/AGENTS.md"), "# API sources\n");
-      const block = await waitFor(async () => {
-        const text = await plugin.step("s");
-        return text?.includes("API sources") ? text : undefined;
-      }, 3000, "the created file");
+      const block = await plugin.stepUntil("s", (text) => text?.includes("API sources") === true, "the created file");
       expect(sectionPaths(block)).toEqual(["AGENTS.md", "services/api/AGENTS.md", "services/api/src/AGENTS.md"]);
     });
 
@@ -50,7 +41,7 @@ for (const mode of [{ watch: true }, { watch: false }]) {
       const target = join(root, "services/api/AGENTS.md");
       await writeFile(`${target}.tmp`, "# API service, saved atomically\n");
       await rename(`${target}.tmp`, target);
-      await waitFor(async () => (await plugin.step("s"))?.includes("saved atomically"), 3000, "the renamed file");
+      await plugin.stepUntil("s", (text) => text?.includes("saved atomically") === true, "the renamed file");
     });
   });
 }
@@ -60,7 +51,7 @@ describe("freshness through the watcher", () => {
     const { root, plugin } = await open();
     for (let i = 1; i <= 3; i++) {
       await writeFile(join(root, "services/api/AGENTS.md"), `# quick edit ${i}\n`);
-      await waitFor(async () => (await plugin.step("s"))?.includes(`# quick edit ${i}`), 3000, `edit ${i}`);
+      await plugin.stepUntil("s", (text) => text?.includes(`# quick edit ${i}`) === true, `edit ${i}`);
     }
   });
 });
@@ -120,6 +111,6 @@ describe("freshness of the agent's own edits", () => {
     await plugin.step("s");
     await mkdir(join(root, "services/api/later/deeper"), { recursive: true });
     await writeFile(join(root, "services/api/later/AGENTS.md"), "# Later\n");
-    await waitFor(async () => (await plugin.step("s"))?.includes("# Later"), 3000, "the new directory's file");
+    await plugin.stepUntil("s", (text) => text?.includes("# Later") === true, "the new directory's file");
   });
 });

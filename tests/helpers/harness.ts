@@ -47,6 +47,8 @@ export interface Started {
   touch(sessionID: string, tool: string, args: unknown): Promise<void>;
   /** Runs the system transform as OpenCode does for a step and returns what the plugin pushed (or undefined). */
   step(sessionID: string, header?: string): Promise<string | undefined>;
+  /** Steps until the block satisfies `accept` (bounded wait), and returns that block. */
+  stepUntil(sessionID: string, accept: (block: string | undefined) => boolean, what: string, timeoutMs?: number): Promise<string | undefined>;
   /** Runs the compacting hook and returns what it added to the context. */
   compact(sessionID: string): Promise<string[]>;
   dispose(): Promise<void>;
@@ -62,6 +64,11 @@ export async function start(
   const input = { client, directory, worktree, project: {}, serverUrl: new URL("http://127.0.0.1:4096"), $: undefined } as unknown as PluginInput;
   const hooks = await ProjectContext(input, options);
   let call = 0;
+  const step = async (sessionID: string, header = "You are opencode, an interactive CLI tool.") => {
+    const output = { system: [header] };
+    await hooks["experimental.chat.system.transform"]!({ sessionID, model: {} as never }, output);
+    return output.system[1];
+  };
   return {
     root,
     hooks,
@@ -69,10 +76,13 @@ export async function start(
     async touch(sessionID, tool, args) {
       await hooks["tool.execute.before"]!({ tool, sessionID, callID: `call-${++call}` }, { args });
     },
-    async step(sessionID, header = "You are opencode, an interactive CLI tool.") {
-      const output = { system: [header] };
-      await hooks["experimental.chat.system.transform"]!({ sessionID, model: {} as never }, output);
-      return output.system[1];
+    step,
+    async stepUntil(sessionID, accept, what, timeoutMs = 3000) {
+      const { block } = await waitFor(async () => {
+        const block = await step(sessionID);
+        return accept(block) ? { block } : undefined;
+      }, timeoutMs, what);
+      return block;
     },
     async compact(sessionID) {
       const output = { context: [] as string[] };
