@@ -1,0 +1,43 @@
+/**
+ * The unit of counting and cutting. A text is its lines (each with its "\n"); a line longer than
+ * MAX_UNIT code units is split into chunks, so no single piece handed to BPE (quadratic in a
+ * piece's length) is ever long, and a one-line file can still be cut. Token counts are defined per
+ * unit, so the count of any run of units is the sum of theirs: prefix sums are exact and a block
+ * built from units costs exactly what its parts cost.
+ */
+export const MAX_UNIT = 256;
+
+/** `text` as units; `splitUnits(text).join("") === text`. */
+export function splitUnits(text: string): string[] {
+  const units: string[] = [];
+  let start = 0;
+  while (start < text.length) {
+    const newline = text.indexOf("\n", start);
+    const end = newline === -1 ? text.length : newline + 1;
+    chunkLine(text, start, end, units);
+    start = end;
+  }
+  return units;
+}
+
+/** Pushes `text[start, end)` as chunks of at most MAX_UNIT, breaking after whitespace when the chunk's second half has some. */
+function chunkLine(text: string, start: number, end: number, into: string[]): void {
+  while (end - start > MAX_UNIT) {
+    let cut = start + MAX_UNIT;
+    for (let at = cut - 1; at > start + MAX_UNIT / 2; at--) {
+      const code = text.charCodeAt(at);
+      if (code === 0x20 || code === 0x09) {
+        cut = at + 1;
+        break;
+      }
+    }
+    // Never between the halves of a surrogate pair.
+    if (isLowSurrogate(text.charCodeAt(cut)) && isHighSurrogate(text.charCodeAt(cut - 1))) cut--;
+    into.push(text.slice(start, cut));
+    start = cut;
+  }
+  if (end > start) into.push(text.slice(start, end));
+}
+
+const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff;
+const isLowSurrogate = (code: number) => code >= 0xdc00 && code <= 0xdfff;
