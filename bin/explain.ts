@@ -25,7 +25,8 @@ const USAGE = `usage: explain [dir] [--touch <path>]... [--worktree <dir>] [--sy
   --no-host              show the block for a host that injects no instruction file itself
                          (by default, like OpenCode, the files from dir up to the root are the host's)`;
 
-async function main(argv: string[]): Promise<number> {
+/** Runs `explain` with command-line arguments (without the command name); resolves to the exit code. */
+export async function runExplain(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -104,7 +105,9 @@ async function gitRoot(directory: string): Promise<string> {
   }
 }
 
-process.exitCode = await main(process.argv.slice(2)).catch((error) => {
-  console.error(`explain: ${error instanceof Error ? error.message : String(error)}`);
-  return 1;
-});
+if (import.meta.main) {
+  process.exitCode = await runExplain(process.argv.slice(2)).catch((error) => {
+    console.error(`explain: ${error instanceof Error ? error.message : String(error)}`);
+    return 1;
+  });
+}
