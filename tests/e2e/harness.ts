@@ -71,7 +71,11 @@ export function createProject(setup: ProjectSetup): E2EProject {
     seedPluginDependency(join(dir, ".opencode"));
   }
 
-  const env = isolatedEnv(home, dir);
+  // OpenCode's own temp files (each start unpacks a ~5.5 MB native library into TMPDIR) go under
+  // the run's root too, so cleanup removes them with everything else.
+  const tmp = join(root, "tmp");
+  mkdirSync(tmp, { recursive: true });
+  const env = isolatedEnv(home, dir, tmp);
   const children = new Set<ReturnType<typeof spawn>>();
 
   const spawnOpencode = (args: string[], subdirectory = "") => {
@@ -202,7 +206,7 @@ function initGitRepo(dir: string) {
   git("-c", "user.email=e2e@example.invalid", "-c", "user.name=e2e", "commit", "--quiet", "-m", "fixture");
 }
 
-function isolatedEnv(home: string, projectDir: string): Record<string, string> {
+function isolatedEnv(home: string, projectDir: string, tmp: string): Record<string, string> {
   return {
     PATH: process.env["PATH"] ?? "/usr/bin:/bin",
     HOME: home,
@@ -212,7 +216,7 @@ function isolatedEnv(home: string, projectDir: string): Record<string, string> {
     XDG_STATE_HOME: join(home, ".local/state"),
     // OpenCode takes its directory from $PWD, not from the spawn cwd.
     PWD: projectDir,
-    TMPDIR: tmpdir(),
+    TMPDIR: tmp,
     OPENCODE_DISABLE_AUTOUPDATE: "1",
     OPENCODE_DISABLE_MODELS_FETCH: "1",
     OPENCODE_DISABLE_DEFAULT_PLUGINS: "1",
