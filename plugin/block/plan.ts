@@ -1,0 +1,314 @@
+import { HEADING, layout, LINE, PARAGRAPH, type Doc, type Layout } from "./doc.ts";
+import { BLOCK_CLOSE, blockHead, cutTail, deletedNotice, leftOutList, MAX_NAMED, sectionHead, WHOLE_TAIL, type Left } from "./render.ts";
+
+/**
+ * Budget planning: which files go into a block whole, which are cut where, which are only named.
+ *
+ * Policy (system and delivery blocks). Items come in priority order with a tier (0 = the chain of
+ * the directory touched last, 1 = new files of the one before, ...). Tiers are filled in order: a
+ * later tier gets nothing until every earlier tier is whole. Inside the first tier that does not
+ * fit, the closest docs share what is left (water-filling: a doc smaller than the fair share stays
+ * whole, the others get the share); while a share would leave a doc under MIN_SHARE tokens of text,
+ * the farthest doc of the tier is left out instead. Each doc is cut at the latest legal boundary
+ * its share pays for (note included), leftover is handed round again until no cut can grow, then
+ * left-out docs of the tier are tried again as cuts. Every doc not whole is named: a cut by its
+ * note, the others in the list (at most MAX_NAMED by path, fewer only if the names alone would not
+ * fit). The compaction copy goes by priority only: each doc whole while it fits, the first that
+ * does not is cut, the rest are listed.
+ *
+ * Where to cut (PREFERENCES): once the fill is done, each cut moves back to the latest heading if
+ * that keeps >= 80% of the tokens the cut keeps, else to a paragraph end keeping >= 90%, else to a
+ * line end keeping >= 95%, but only while the block still uses >= 95% of the budget. Never inside a
+ * fenced code block (see doc.ts), never splitting a surrogate pair (units never do).
+ *
+ * Guarantees, for every input: the block costs at most `budget` (framing at `frame`, text at the
+ * exact counts), or there is no block at all when even its frame and a bare count of the files do
+ * not fit. When not everything is whole, the block uses >= 95% of the budget, OR no single step
+ * fits in what is left: no cut of the first tier that does not fit can grow to its next legal
+ * boundary and none of its left-out docs can be shown up to its first one. So on fence-free text the
+ * unused part is below the cost of one unit plus one section's framing. Decisions are a pure
+ * function of (docs, exact counts, budget, kind, options): counts beyond those needed change nothing.
+ */
+
+export const MIN_SHARE = 64;
+export const TARGET_USE = 0.95;
+const PREFERENCES = [
+  [HEADING, 0.8],
+  [PARAGRAPH, 0.9],
+  [LINE, 0.95],
+] as const;
+/** Fair-share rounds before the leftover goes to the closest cut that can take it. */
+const MAX_ROUNDS = 32;
+
+export type BlockKind = "system" | "delivery" | "compaction";
+
+export interface PlanItem {
+  readonly doc: Doc;
+  readonly tier: number;
+  /** Exact token count of each unit of `doc`, when known. */
+  readonly counts?: Int32Array;
+}
+
+export interface PlanInput {
+  readonly kind: BlockKind;
+  /** Priority order: most important first. */
+  readonly items: readonly PlanItem[];
+  readonly budget: number;
+  /** Cost of framing text; production passes a provable upper bound of its exact count. */
+  readonly frame: (text: string) => number;
+  /** delivery: keys of docs sent again because their text changed. */
+  readonly updated?: ReadonlySet<string>;
+  /** delivery: rels of delivered files that were deleted since. */
+  readonly deleted?: readonly string[];
+}
+
+export type Decision =
+  | { readonly state: "whole" }
+  /** Units [0, keptUnits) kept; `line` (1-based) is where the rest starts. */
+  | { readonly state: "cut"; readonly keptUnits: number; readonly keptTokens: number; readonly totalTokens: number; readonly line: number }
+  | { readonly state: "omitted"; readonly totalTokens: number };
+
+export interface Plan {
+  /** One per item, same order. */
+  readonly decisions: readonly Decision[];
+  /** How many omitted docs the list names by path (in priority order); the rest are counted. */
+  readonly named: number;
+  /** No block: the budget cannot hold even its frame. */
+  readonly empty: boolean;
+}
+
+/** `need`: exact counts are required for these docs before anything can be decided. */
+export type PlanResult = { readonly need: readonly Doc[] } | Plan;
+
+export function plan(input: PlanInput): PlanResult {
+  const { items, budget, frame, kind } = input;
+  for (const { doc, counts } of items) {
+    if (counts !== undefined && counts.length !== doc.units.length) throw new RangeError(`counts for ${doc.key} do not match its units`);
+  }
+  const deleted = input.deleted ?? [];
+  const fixed = frame(blockHead(kind)) + frame(BLOCK_CLOSE) + sum(deleted.map((rel) => frame(deletedNotice(rel))));
+  const heads = items.map(({ doc }) => frame(sectionHead(doc.rel, input.updated?.has(doc.key) === true)));
+  const wholeTail = frame(WHOLE_TAIL);
+  // Everything whole: proven with exact counts where given and frame's upper bound elsewhere. A
+  // bound proves only what the exact counts would decide too, so the outcome never depends on it.
+  const everything = items.reduce(
+    (total, { doc, counts }, i) => total + heads[i]! + wholeTail + (counts ? sum(counts) : frame(doc.units.join(""))),
+    fixed,
+  );
+  if (everything <= budget) {
+    const empty = items.length === 0 && deleted.length === 0;
+    return Object.freeze({ decisions: Object.freeze(items.map(() => WHOLE)), named: 0, empty });
+  }
+  const need = items.filter((item) => item.counts === undefined).map((item) => item.doc);
+  if (need.length > 0) return Object.freeze({ need: Object.freeze(need) });
+  return planExactly(input, fixed, heads, wholeTail);
+}
+
+const WHOLE: Decision = Object.freeze({ state: "whole" });
+const OMITTED = -1;
+
+interface Counted {
+  readonly doc: Doc;
+  readonly layout: Layout;
+  /** `prefix[k]`: exact tokens of units [0, k). */
+  readonly prefix: Float64Array;
+  readonly head: number;
+  readonly whole: number;
+  readonly tails: Map<number, number>;
+}
+
+function planExactly(input: PlanInput, fixed: number, heads: readonly number[], wholeTail: number): Plan {
+  const { items, budget, frame, kind } = input;
+  const docs: Counted[] = items.map(({ doc, counts }, i) => {
+    const prefix = new Float64Array(doc.units.length + 1);
+    counts!.forEach((count, k) => (prefix[k + 1] = prefix[k]! + count));
+    const head = heads[i]!;
+    return { doc, layout: layout(doc), prefix, head, whole: head + prefix[doc.units.length]! + wholeTail, tails: new Map() };
+  });
+  const size = (i: number) => items[i]!.doc.units.length;
+  const total = (i: number) => docs[i]!.prefix[size(i)]!;
+
+  const cost = (i: number, k: number): number => {
+    const d = docs[i]!;
+    if (k === OMITTED) return 0;
+    if (k === size(i)) return d.whole;
+    let tail = d.tails.get(k);
+    if (tail === undefined) {
+      tail = frame(cutTail(d.doc.rel, total(i) - d.prefix[k]!, d.layout.lines[k]!, d.doc.units[k - 1]!.endsWith("\n")));
+      d.tails.set(k, tail);
+    }
+    return d.head + d.prefix[k]! + tail;
+  };
+
+  // The state: kept[i] is OMITTED, a cut (units kept) or size(i) (whole); the block's cost follows it.
+  const kept = new Int32Array(items.length).fill(OMITTED);
+  let named = kind === "compaction" ? items.length : MAX_NAMED;
+  const listCost = (isLeft = (i: number) => kept[i] === OMITTED) => {
+    const left: Left[] = [];
+    items.forEach(({ doc }, i) => isLeft(i) && left.push({ rel: doc.rel, tokens: total(i) }));
+    return left.length > 0 ? frame(leftOutList(kind, left, named)) : 0;
+  };
+  let shownCost = 0;
+  let list = listCost();
+  const used = () => fixed + shownCost + list;
+  const isCut = (i: number) => kept[i]! > 0 && kept[i]! < size(i);
+  /** Sets doc i to k; the list is recounted only when i joins or leaves it, and not at all for `batch`. */
+  const set = (i: number, k: number, batch = false) => {
+    const relist = !batch && (kept[i] === OMITTED) !== (k === OMITTED);
+    shownCost += cost(i, k) - cost(i, kept[i]!);
+    kept[i] = k;
+    if (relist) list = listCost();
+  };
+
+  /** The latest legal k (size(i) = whole) costing at most `limit`, or OMITTED. */
+  const best = (i: number, limit: number): number => {
+    const d = docs[i]!;
+    if (d.whole <= limit) return size(i);
+    let k = d.layout.previousLegal[Math.min(size(i) - 1, lastAtMost(d.prefix, limit - d.head))] ?? 0;
+    // Costs only grow with k apart from the note's digits: step back until the note fits too.
+    for (; k >= 1; k = d.layout.previousLegal[k - 1]!) if (cost(i, k) <= limit) return k;
+    return OMITTED;
+  };
+
+  /** Grows doc i as far as `cap` (its cost) and the budget allow; whether it grew. */
+  const grow = (i: number, cap: number): boolean => {
+    const current = kept[i]!;
+    const listAfter = current === OMITTED ? listCost((j) => j !== i && kept[j] === OMITTED) : list;
+    const k = best(i, Math.min(cap, budget - used() + cost(i, current) + list - listAfter));
+    if (k <= current) return false;
+    set(i, k);
+    return true;
+  };
+
+  /** Too small a budget for the list as planned: name fewer files; false when even a bare count does not fit. */
+  const fitNames = () => {
+    while (used() > budget && named > 0) {
+      named--;
+      list = listCost();
+    }
+    return used() <= budget;
+  };
+
+  const polish = (candidates: readonly number[]) => {
+    const floor = Math.ceil(TARGET_USE * budget);
+    for (const i of candidates) {
+      if (!isCut(i)) continue;
+      const k = kept[i]!;
+      const better = preferredCuts(docs[i]!, k).find((j) => {
+        const next = used() - cost(i, k) + cost(i, j);
+        return next <= budget && next >= floor;
+      });
+      if (better !== undefined) set(i, better);
+    }
+  };
+
+  /** Water-filling inside the tier that does not fit whole, then leftover handed round until nothing grows. */
+  const fill = (tier: readonly number[]) => {
+    const overheads = tier.map((i) => docs[i]!.head + frame(cutTail(items[i]!.doc.rel, total(i), docs[i]!.layout.lines[size(i)]!, false)));
+    for (let m = tier.length; m >= 1; m--) {
+      const shown = new Set(tier.slice(0, m));
+      const room = budget - fixed - shownCost - listCost((i) => kept[i] === OMITTED && !shown.has(i));
+      const level = waterLevel(room, [...shown].map((i) => docs[i]!.whole));
+      if (tier.slice(0, m).every((i, at) => docs[i]!.whole <= level || level >= overheads[at]! + MIN_SHARE)) {
+        for (const i of shown) grow(i, level);
+        break;
+      }
+    }
+    for (let round = 0; round < MAX_ROUNDS; round++) {
+      const open = tier.filter(isCut);
+      const share = open.length > 0 ? Math.floor((budget - used()) / open.length) : 0;
+      if (share <= 0 || !open.map((i) => grow(i, cost(i, kept[i]!) + share)).some(Boolean)) break;
+    }
+    for (let changed = true; changed; ) {
+      changed = false;
+      for (const i of tier) if (isCut(i) && grow(i, Infinity)) changed = true;
+      for (const i of tier) if (kept[i] === OMITTED && grow(i, Infinity)) changed = true;
+    }
+  };
+
+  const result = (): Plan => {
+    const decisions = items.map((_, i): Decision => {
+      const k = kept[i]!;
+      if (k === OMITTED) return Object.freeze({ state: "omitted", totalTokens: total(i) });
+      if (k === size(i)) return WHOLE;
+      const d = docs[i]!;
+      return Object.freeze({ state: "cut", keptUnits: k, keptTokens: d.prefix[k]!, totalTokens: total(i), line: d.layout.lines[k]! });
+    });
+    const left = decisions.filter((decision) => decision.state === "omitted").length;
+    return Object.freeze({ decisions: Object.freeze(decisions), named: Math.min(named, left), empty: false });
+  };
+  const nothing = (): Plan => {
+    kept.fill(OMITTED);
+    return Object.freeze({ ...result(), named: 0, empty: true });
+  };
+
+  if (kind === "compaction") {
+    // Each whole while it fits beside the list of the rest; the first that does not is cut.
+    if (!fitNames()) return nothing();
+    let first = 0;
+    while (first < items.length && grow(first, Infinity) && kept[first] === size(first)) first++;
+    polish([first]);
+    return result();
+  }
+
+  // Tiers in order, each whole while everything before it is; the first that does not fit is filled.
+  const order = items.map((_, i) => i).sort((a, b) => items[a]!.tier - items[b]!.tier || a - b);
+  for (let at = 0; at < order.length; ) {
+    const tier = order.filter((i) => items[i]!.tier === items[order[at]!]!.tier);
+    at += tier.length;
+    for (const i of tier) set(i, size(i), true);
+    list = listCost();
+    if (used() <= budget) continue;
+    for (const i of tier) set(i, OMITTED, true);
+    list = listCost();
+    if (!fitNames()) return nothing();
+    fill(tier);
+    polish(tier);
+    break;
+  }
+  return result();
+}
+
+/** Largest k with prefix[k] <= value; -1 when value < 0. */
+function lastAtMost(prefix: Float64Array, value: number): number {
+  let low = -1;
+  let high = prefix.length - 1;
+  while (low < high) {
+    const mid = (low + high + 1) >> 1;
+    if (prefix[mid]! <= value) low = mid;
+    else high = mid - 1;
+  }
+  return low;
+}
+
+/** The fair share: the largest level with sum(min(cost, level)) <= room (Infinity when all fit). */
+function waterLevel(room: number, costs: readonly number[]): number {
+  const sorted = [...costs].sort((a, b) => a - b);
+  let rest = room;
+  for (let j = 0; j < sorted.length; j++) {
+    const share = Math.floor(rest / (sorted.length - j));
+    if (sorted[j]! > share) return share;
+    rest -= sorted[j]!;
+  }
+  return Infinity;
+}
+
+/** Earlier cuts at better boundaries than k, in order of preference (see PREFERENCES). */
+function preferredCuts(d: Counted, k: number): number[] {
+  const { ranks } = d.layout;
+  const kept = d.prefix[k]!;
+  const found: number[] = [];
+  for (const [rank, keeps] of PREFERENCES) {
+    if (ranks[k]! >= rank) break;
+    let j = k - 1;
+    while (j >= 1 && ranks[j]! < rank && d.prefix[j]! >= keeps * kept) j--;
+    if (j >= 1 && ranks[j]! >= rank && d.prefix[j]! >= keeps * kept) found.push(j);
+  }
+  return found;
+}
+
+function sum(values: ArrayLike<number>): number {
+  let total = 0;
+  for (let i = 0; i < values.length; i++) total += values[i]!;
+  return total;
+}

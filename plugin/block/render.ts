@@ -1,0 +1,151 @@
+import { escapeAttribute, escapeInline } from "./escape.ts";
+import type { BlockKind, Plan, PlanInput } from "./plan.ts";
+
+/** What rendering reads of a plan's input (the budget and the counter are planning's). */
+export type RenderInput = Pick<PlanInput, "kind" | "items" | "updated" | "deleted">;
+
+/**
+ * The block's text, as pieces. The planner charges exactly these pieces (it calls the same
+ * functions): framing pieces cost `frame(text)`, content pieces the sum of their units' exact counts.
+ * Every framing piece but the last ends with a line break and every note starts on a line of its own
+ * with `[`, so no file text, whole or cut, can join with framing into a tag or a marker.
+ */
+
+export const BLOCK_OPEN = "<project-context>\n";
+export const BLOCK_CLOSE = "</project-context>";
+/** Omitted files named at most, so a huge hierarchy cannot fill the budget with names. */
+export const MAX_NAMED = 40;
+
+const PREAMBLES: Readonly<Record<BlockKind, string>> = {
+  system: "Repository instructions for the directories you work in, root first, closest last; where they disagree, the closer file wins.",
+  delivery: "More repository instructions, for directories just reached or files just updated, closest first; where they disagree, the closer file wins.",
+  compaction: "Repository instructions for the directories this session worked in, closest first; where they disagree, the closer file wins. Read from the repository what was cut or not included.",
+};
+
+export const blockHead = (kind: BlockKind) => `${BLOCK_OPEN}${PREAMBLES[kind]}\n`;
+
+export const sectionHead = (rel: string, updated: boolean) =>
+  `<context-file path="${escapeAttribute(rel)}"${updated ? ' status="updated"' : ""}>\n`;
+
+/** Closes a whole section; model text has no trailing whitespace, hence the line break first. */
+export const WHOLE_TAIL = "\n</context-file>\n";
+
+/** Closes a cut section; `endsLine` tells whether the kept text ends with a line break. */
+export const cutTail = (rel: string, leftOut: number, line: number, endsLine: boolean) =>
+  `${endsLine ? "" : "\n"}[cut to fit the budget: ${leftOut} tokens left out; read ${escapeInline(rel)} from line ${line}]\n</context-file>\n`;
+
+export const deletedNotice = (rel: string) => `[${escapeInline(rel)} was deleted; its instructions no longer apply]\n`;
+
+export interface Left {
+  readonly rel: string;
+  readonly tokens: number;
+}
+
+/** Files not in the block (in priority order), the first `named` by path, the rest as a count. */
+export function leftOutList(kind: BlockKind, left: readonly Left[], named: number): string {
+  const label = kind === "delivery" ? "pending (budget; sent in a later step)" : "not included (budget)";
+  const names = left.slice(0, named).map((entry) => `${escapeInline(entry.rel)} (${entry.tokens} tokens)`);
+  const rest = left.slice(named);
+  if (rest.length > 0) {
+    const tokens = rest.reduce((total, entry) => total + entry.tokens, 0);
+    const files = `${rest.length} ${names.length > 0 ? "more " : ""}file${rest.length === 1 ? "" : "s"} (${tokens} tokens)`;
+    names.push(names.length > 0 ? `and ${files}` : files);
+  }
+  return `[${label}: ${names.join(", ")}]\n`;
+}
+
+/** A piece of the block; `item`/`units` mark the first `units` units of an item's doc. */
+export interface Piece {
+  readonly text: string;
+  readonly item?: number;
+  readonly units?: number;
+}
+
+export function renderPieces(input: RenderInput, plan: Plan): Piece[] {
+  if (plan.empty) return [];
+  const { kind, items } = input;
+  const pieces: Piece[] = [{ text: blockHead(kind) }];
+  for (const index of displayOrder(input, plan)) {
+    const { doc } = items[index]!;
+    const decision = plan.decisions[index]!;
+    const units = decision.state === "cut" ? decision.keptUnits : doc.units.length;
+    pieces.push({ text: sectionHead(doc.rel, input.updated?.has(doc.key) === true) });
+    pieces.push({ text: doc.units.slice(0, units).join(""), item: index, units });
+    if (decision.state === "cut") {
+      const endsLine = doc.units[units - 1]!.endsWith("\n");
+      pieces.push({ text: cutTail(doc.rel, decision.totalTokens - decision.keptTokens, decision.line, endsLine) });
+    } else pieces.push({ text: WHOLE_TAIL });
+  }
+  for (const rel of input.deleted ?? []) pieces.push({ text: deletedNotice(rel) });
+  const left = leftOut(input, plan);
+  if (left.length > 0) pieces.push({ text: leftOutList(kind, left, plan.named) });
+  pieces.push({ text: BLOCK_CLOSE });
+  return pieces;
+}
+
+/** The block, or "" when the plan says there is none. */
+export function renderBlock(input: RenderInput, plan: Plan): string {
+  return renderPieces(input, plan)
+    .map((piece) => piece.text)
+    .join("");
+}
+
+export interface RenderedEntry {
+  readonly key: string;
+  readonly rel: string;
+  readonly state: "whole" | "cut" | "omitted" | "pending";
+  /** Tokens of the file's text in the block; undefined when a whole file was never counted. */
+  readonly sentTokens: number | undefined;
+  readonly totalTokens: number | undefined;
+}
+
+export function renderedEntries(input: RenderInput, plan: Plan): RenderedEntry[] {
+  return input.items.map(({ doc, counts }, index) => {
+    const decision = plan.decisions[index]!;
+    const base = { key: doc.key, rel: doc.rel };
+    if (decision.state === "whole") {
+      const total = counts?.reduce((sum, count) => sum + count, 0);
+      return { ...base, state: "whole", sentTokens: total, totalTokens: total };
+    }
+    if (decision.state === "cut") return { ...base, state: "cut", sentTokens: decision.keptTokens, totalTokens: decision.totalTokens };
+    return { ...base, state: input.kind === "delivery" ? "pending" : "omitted", sentTokens: 0, totalTokens: decision.totalTokens };
+  });
+}
+
+/** Docs left out, in priority order, as the list names them. */
+export function leftOut(input: RenderInput, plan: Plan): Left[] {
+  const left: Left[] = [];
+  plan.decisions.forEach((decision, index) => {
+    if (decision.state === "omitted") left.push({ rel: input.items[index]!.doc.rel, tokens: decision.totalTokens });
+  });
+  return left;
+}
+
+/**
+ * Shown docs in display order: the system block in tree order (root first, parents before
+ * children, siblings by path) so "the closer file wins" reads top to bottom; deliveries and the
+ * compaction copy in priority order (closest first).
+ */
+function displayOrder(input: RenderInput, plan: Plan): number[] {
+  const shown = plan.decisions.flatMap((decision, index) => (decision.state === "omitted" ? [] : [index]));
+  if (input.kind !== "system") return shown;
+  const keys = shown.map((index) => treeKey(input.items[index]!.doc.rel));
+  return shown.map((index, at) => ({ index, key: keys[at]! })).sort((a, b) => compareTree(a.key, b.key)).map((entry) => entry.index);
+}
+
+/** Directory segments, then the file name. */
+function treeKey(rel: string): { dirs: string[]; name: string } {
+  const segments = rel.split("/");
+  return { dirs: segments.slice(0, -1), name: segments[segments.length - 1]! };
+}
+
+function compareTree(a: { dirs: string[]; name: string }, b: { dirs: string[]; name: string }): number {
+  for (let i = 0; i < Math.min(a.dirs.length, b.dirs.length); i++) {
+    const order = compareStrings(a.dirs[i]!, b.dirs[i]!);
+    if (order !== 0) return order;
+  }
+  return a.dirs.length - b.dirs.length || compareStrings(a.name, b.name);
+}
+
+/** Code-unit order: the same in every locale, so the block's bytes are too. */
+const compareStrings = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);

@@ -1,0 +1,176 @@
+import { describe, expect, test } from "bun:test";
+import fc from "fast-check";
+import { boundaries, toDoc, type Doc } from "../../plugin/block/doc.ts";
+import { plan, type BlockKind, type Decision, type Plan, type PlanInput, type PlanItem } from "../../plugin/block/plan.ts";
+import { cutTail, renderBlock, renderPieces, sectionHead } from "../../plugin/block/render.ts";
+import { splitUnits } from "../../plugin/block/units.ts";
+
+/** The counter for these tests (a parameter of planning, not a mock): a unit costs ceil(UTF-8 bytes / 4). */
+const unitCost = (unit: string) => Math.ceil(Buffer.byteLength(unit) / 4);
+const frame = (text: string) => splitUnits(text).reduce((total, unit) => total + unitCost(unit), 0);
+/** A looser upper bound, as production's frame is: proves less, must decide the same. */
+const looseFrame = (text: string) => splitUnits(text).reduce((total, unit) => total + Math.ceil(Buffer.byteLength(unit) / 3), 0);
+const countsOf = (doc: Doc) => Int32Array.from(doc.units, unitCost);
+const sum = (counts: Int32Array) => counts.reduce((total, count) => total + count, 0);
+
+function planned(input: PlanInput): Plan {
+  const result = plan(input);
+  if ("need" in result) throw new Error("all counts were given");
+  return result;
+}
+
+/** What the block costs: framing at `frame`, file text at the exact counts of the units it keeps. */
+function cost(input: Omit<PlanInput, "budget">, result: Plan): number {
+  return renderPieces(input, result).reduce((total, piece) => {
+    if (piece.item === undefined) return total + input.frame(piece.text);
+    return total + sum(input.items[piece.item]!.counts!.slice(0, piece.units));
+  }, 0);
+}
+
+function cutAt(item: PlanItem, k: number): Decision {
+  const { units } = item.doc;
+  if (k === units.length) return { state: "whole" };
+  const tokens = (end: number) => sum(item.counts!.slice(0, end));
+  return { state: "cut", keptUnits: k, keptTokens: tokens(k), totalTokens: tokens(units.length), line: 1 + units.slice(0, k).filter((unit) => unit.endsWith("\n")).length };
+}
+
+/**
+ * Each single step that could use more of the budget: a doc of the first tier not whole grown to
+ * its next legal boundary, or a left-out one shown up to its first. The planner promises none fits.
+ */
+function steps(input: PlanInput, result: Plan): Plan[] {
+  const { items } = input;
+  const notWhole = items.filter((_, i) => result.decisions[i]!.state !== "whole");
+  const tier = Math.min(...notWhole.map((item) => item.tier));
+  const left = result.decisions.filter((decision) => decision.state === "omitted").length;
+  return items.flatMap((item, i) => {
+    const decision = result.decisions[i]!;
+    if (item.tier !== tier || decision.state === "whole") return [];
+    const ranks = boundaries(item.doc);
+    let next = decision.state === "cut" ? decision.keptUnits + 1 : 1;
+    while (ranks[next] === 0) next++;
+    const decisions = result.decisions.map((other, j) => (j === i ? cutAt(item, Math.min(next, ranks.length - 1)) : other));
+    const leftAfter = decision.state === "omitted" ? left - 1 : left;
+    return [{ ...result, decisions, named: result.named < left ? Math.min(result.named, leftAfter) : leftAfter }];
+  });
+}
+
+/** Whether `text` ends inside an open ``` or ~~~ fence: written apart from doc.ts, line by line. */
+function endsInFence(text: string): boolean {
+  let fence: string | undefined;
+  for (const line of text.split("\n")) {
+    const run = /^[ \t]*(`{3,}|~{3,})(.*)$/.exec(line);
+    if (fence === undefined && run && !(run[1]![0] === "`" && run[2]!.includes("`"))) fence = run[1];
+    else if (fence !== undefined && run && run[1]![0] === fence[0] && run[1]!.length >= fence.length && run[2]!.trim() === "") fence = undefined;
+  }
+  return fence !== undefined;
+}
+
+const fragments = fc.constantFrom(
+  "```\n", "````md\n", "~~~\n", "```\n", "# Title\n", "## Part\n", "\n\n", "\n", " ".repeat(300), "😀".repeat(140), "\ud83d",
+  "w".repeat(300), "a rule to keep, ", "</project-context", "Instructions from: x\n", "<\u200bsystem>",
+);
+const body = fc
+  .array(fc.oneof(fragments, fc.string({ unit: fc.constantFrom(..."ab #`~\n".split("")), maxLength: 40 })), { maxLength: 14 })
+  .map((parts) => parts.join(""));
+const hierarchy = fc
+  .array(fc.record({ body, tier: fc.integer({ min: 0, max: 2 }) }), { minLength: 1, maxLength: 4 })
+  .map((files) => files.sort((a, b) => a.tier - b.tier).map((file, i) => ({ doc: toDoc(`k${i}`, `d${i}/AGENTS.md`, file.body), tier: file.tier })));
+
+describe("plan", () => {
+  test("every budget: within it, >= 95% used or no step fits, no cut in a fence or a surrogate pair, tiers respected", () => {
+    fc.assert(
+      fc.property(hierarchy, fc.constantFrom<BlockKind>("system", "delivery", "compaction"), (files, kind) => {
+        const items = files.map((file) => ({ ...file, counts: countsOf(file.doc) }));
+        const input = { kind, items, frame };
+        const fenceFree = items.every(({ doc }) => boundaries(doc).every((rank, k) => rank > 0 || k === 0));
+        const maxStep = Math.max(
+          ...items.map(({ doc, counts }) => frame(sectionHead(doc.rel, false)) + frame(cutTail(doc.rel, 99_999, 99_999, false)) + Math.max(0, ...counts) + frame(`${doc.rel} (99999 tokens), `)),
+        );
+        const everything = cost(input, planned({ ...input, budget: 1e9 }));
+        for (let budget = 0; budget <= everything + 3; budget++) {
+          const result = planned({ ...input, budget });
+          const used = cost(input, result);
+          const all = { ...input, budget };
+          expect(used).toBeLessThanOrEqual(budget);
+          if (budget >= everything) expect(result.decisions.every((decision) => decision.state === "whole")).toBe(true);
+          if (result.empty) {
+            const bare = { decisions: items.map((item) => ({ state: "omitted" as const, totalTokens: sum(item.counts) })), named: 0, empty: false };
+            expect(cost(all, bare)).toBeGreaterThan(budget);
+          } else if (kind !== "compaction" && used < budget * 0.95 && budget < everything) {
+            for (const step of steps(all, result)) expect(cost(all, step)).toBeGreaterThan(budget);
+            if (fenceFree) expect(used).toBeGreaterThanOrEqual(budget - maxStep);
+          }
+          result.decisions.forEach((decision, i) => {
+            if (decision.state !== "cut") return;
+            const { units } = items[i]!.doc;
+            const kept = units.slice(0, decision.keptUnits).join("");
+            expect(endsInFence(kept)).toBe(false);
+            expect(/[\ud800-\udbff]$/.test(kept) && /^[\udc00-\udfff]/.test(units[decision.keptUnits]!)).toBe(false);
+          });
+          if (kind === "compaction") continue;
+          const omittedTiers = items.filter((_, i) => result.decisions[i]!.state === "omitted").map((item) => item.tier);
+          const shownTiers = items.filter((_, i) => result.decisions[i]!.state !== "omitted").map((item) => item.tier);
+          expect(shownTiers.every((tier) => omittedTiers.every((omitted) => tier <= omitted))).toBe(true);
+        }
+      }),
+      { numRuns: 60 },
+    );
+  });
+
+  test("determinism: the same decisions and bytes whichever counts are supplied beyond those needed", () => {
+    fc.assert(
+      fc.property(hierarchy, fc.array(fc.boolean(), { minLength: 4, maxLength: 4 }), fc.integer({ min: 0, max: 3000 }), (files, known, budget) => {
+        const full = files.map((file) => ({ ...file, counts: countsOf(file.doc) }));
+        const partial: PlanItem[] = files.map((file, i) => (known[i] ? { ...file, counts: countsOf(file.doc) } : file));
+        const input = { kind: "system" as const, frame: looseFrame, budget };
+        const expected = planned({ ...input, items: full });
+        let result = plan({ ...input, items: partial });
+        if ("need" in result) {
+          expect(result.need).toEqual(partial.filter((item) => item.counts === undefined).map((item) => item.doc));
+          result = plan({ ...input, items: full });
+        }
+        expect(result).toEqual(expected);
+        if ("need" in result) throw new Error("unreachable");
+        expect(renderBlock({ ...input, items: partial }, result)).toBe(renderBlock({ ...input, items: full }, expected));
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  test("asks for no counts when upper bounds prove everything fits", () => {
+    const items = [{ doc: toDoc("a", "AGENTS.md", "rule\n".repeat(50)), tier: 0 }];
+    expect("need" in plan({ kind: "system", items, frame, budget: 1000 })).toBe(false);
+    expect(plan({ kind: "system", items, frame, budget: 100 })).toEqual({ need: [items[0]!.doc] });
+  });
+
+  test("boundaries: headings, paragraph ends, lines, chunks, never inside a fence", () => {
+    const doc = toDoc("a", "AGENTS.md", ["# A", "text", "", "para", "````", "```", "# not a heading", "````", "after", "## B", "w".repeat(300)].join("\n"));
+    // Units: one per line, the last line in two chunks; a shorter ``` does not close a ```` fence.
+    expect([...boundaries(doc)]).toEqual([0, 2, 2, 3, 2, 0, 0, 0, 2, 4, 2, 1, 4]);
+    const unclosed = toDoc("b", "AGENTS.md", "intro\n~~~~\ncode\n~~~\nmore\n");
+    expect([...boundaries(unclosed)]).toEqual([0, 2, 0, 0, 0, 4]);
+  });
+
+  test("a cut moves back to a heading that keeps >= 80% while the block stays >= 95% used", () => {
+    const text = `# One\n${"first part line\n".repeat(40)}# Two\n${"second part line\n".repeat(8)}`;
+    const doc = toDoc("a", "AGENTS.md", text);
+    const items = [{ doc, tier: 0, counts: countsOf(doc) }];
+    const all = { kind: "system" as const, items, frame, budget: 1e9 };
+    const wholeCost = cost(all, planned(all));
+    const input = { kind: "system" as const, items, frame, budget: wholeCost - 20 };
+    const result = planned(input);
+    expect(result.decisions[0]).toMatchObject({ state: "cut", line: 42 });
+    expect(cost(input, result)).toBeGreaterThanOrEqual(0.95 * input.budget);
+  });
+
+  test("fair shares: the closest file of the tier keeps as much as the others, later tiers wait", () => {
+    const docs = ["c/b/a/AGENTS.md", "c/b/AGENTS.md", "c/AGENTS.md", "x/AGENTS.md"].map((rel) => toDoc(rel, rel, `${rel} rule\n`.repeat(100)));
+    const items = docs.map((doc, i) => ({ doc, tier: i < 3 ? 0 : 1, counts: countsOf(doc) }));
+    const result = planned({ kind: "system", items, frame, budget: 900 });
+    const kept = result.decisions.map((decision) => (decision.state === "cut" ? decision.keptTokens : decision.state));
+    expect(kept[3]).toBe("omitted");
+    const shares = kept.slice(0, 3) as number[];
+    expect(Math.max(...shares) - Math.min(...shares)).toBeLessThan(20);
+  });
+});
