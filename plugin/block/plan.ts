@@ -21,13 +21,17 @@ import { BLOCK_CLOSE, blockHead, cutTail, deletedNotice, leftOutList, MAX_NAMED,
  * line end keeping >= 95%, but only while the block still uses >= 95% of the budget. Never inside a
  * fenced code block (see doc.ts), never splitting a surrogate pair (units never do).
  *
- * Guarantees, for every input: the block costs at most `budget` (framing at `frame`, text at the
- * exact counts), or there is no block at all when even its frame and a bare count of the files do
- * not fit. When not everything is whole, the block uses >= 95% of the budget, OR no single step
- * fits in what is left: no cut of the first tier that does not fit can grow to its next legal
- * boundary and none of its left-out docs can be shown up to its first one. So on fence-free text the
- * unused part is below the cost of one unit plus one section's framing. Decisions are a pure
- * function of (docs, exact counts, budget, kind, options): counts beyond those needed change nothing.
+ * Guarantees, for every input (property-tested in tests/block/plan.test.ts):
+ * - The block costs at most `budget` (framing pieces at `frame`, file text at the exact counts of
+ *   the units kept), or there is no block at all when even its frame and a bare count of the files
+ *   do not fit.
+ * - System and delivery blocks, when not everything is whole: the block uses >= 95% of the budget,
+ *   OR no single step fits in what is left: no cut of the first tier not whole can grow to its next
+ *   legal boundary and none of that tier's left-out docs can be shown up to its first one. Fences
+ *   are what can make a step large; on fence-free text the unused part is below one unit plus one
+ *   section's framing and one list entry, so >= 95% holds for any budget of 20 such steps or more.
+ * - Decisions are a pure function of (docs, exact counts, budget, kind, updated, deleted): counts
+ *   supplied beyond those needed, and the bounds, change nothing.
  */
 
 export const MIN_SHARE = 64;
@@ -91,12 +95,9 @@ export function plan(input: PlanInput): PlanResult {
   const wholeTail = frame(WHOLE_TAIL);
   // Everything whole: proven with exact counts where given and frame's upper bound elsewhere. A
   // bound proves only what the exact counts would decide too, so the outcome never depends on it.
-  const everything = items.reduce(
-    (total, { doc, counts }, i) => total + heads[i]! + wholeTail + (counts ? sum(counts) : frame(doc.units.join(""))),
-    fixed,
-  );
-  if (everything <= budget) {
-    const empty = items.length === 0 && deleted.length === 0;
+  const everything = items.reduce((total, { doc, counts }, i) => total + heads[i]! + wholeTail + (counts ? sum(counts) : bound(doc, frame)), fixed);
+  if (everything <= budget || items.length === 0) {
+    const empty = (items.length === 0 && deleted.length === 0) || fixed > budget;
     return Object.freeze({ decisions: Object.freeze(items.map(() => WHOLE)), named: 0, empty });
   }
   const need = items.filter((item) => item.counts === undefined).map((item) => item.doc);
@@ -105,6 +106,16 @@ export function plan(input: PlanInput): PlanResult {
 }
 
 const WHOLE: Decision = Object.freeze({ state: "whole" });
+
+/** frame's bound of a doc's text, kept per doc for the last counter asked: each step plans again. */
+const bounds = new WeakMap<Doc, { readonly frame: (text: string) => number; readonly tokens: number }>();
+
+function bound(doc: Doc, frame: (text: string) => number): number {
+  let known = bounds.get(doc);
+  if (known?.frame !== frame) bounds.set(doc, (known = { frame, tokens: frame(doc.units.join("")) }));
+  return known.tokens;
+}
+
 const OMITTED = -1;
 
 interface Counted {

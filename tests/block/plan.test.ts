@@ -84,9 +84,8 @@ describe("plan", () => {
         const items = files.map((file) => ({ ...file, counts: countsOf(file.doc) }));
         const input = { kind, items, frame };
         const fenceFree = items.every(({ doc }) => boundaries(doc).every((rank, k) => rank > 0 || k === 0));
-        const maxStep = Math.max(
-          ...items.map(({ doc, counts }) => frame(sectionHead(doc.rel, false)) + frame(cutTail(doc.rel, 99_999, 99_999, false)) + Math.max(0, ...counts) + frame(`${doc.rel} (99999 tokens), `)),
-        );
+        const framing = (rel: string) => frame(sectionHead(rel, false)) + frame(cutTail(rel, 99_999, 99_999, false)) + frame(`${rel} (99999 tokens), `);
+        const maxStep = Math.max(...items.map(({ doc, counts }) => framing(doc.rel) + Math.max(0, ...counts)));
         const everything = cost(input, planned({ ...input, budget: 1e9 }));
         for (let budget = 0; budget <= everything + 3; budget++) {
           const result = planned({ ...input, budget });
@@ -118,12 +117,37 @@ describe("plan", () => {
     );
   });
 
-  test("determinism: the same decisions and bytes whichever counts are supplied beyond those needed", () => {
+  test("realistic markdown, fence-free: >= 95% of every budget that is 20 steps or more", () => {
+    const word = fc.constantFrom("keep", "the", "tests", "green", "before", "every", "commit", "and", "imports", "sorted", "by", "module");
+    const line = fc.array(word, { minLength: 3, maxLength: 16 }).map((words) => words.join(" "));
+    const block = fc.oneof(line.map((text) => `## ${text}\n`), fc.array(line, { minLength: 1, maxLength: 6 }).map((lines) => `${lines.join("\n")}\n\n`));
+    const markdown = fc.array(fc.record({ blocks: fc.array(block, { minLength: 30, maxLength: 80 }), tier: fc.integer({ min: 0, max: 1 }) }), { minLength: 2, maxLength: 5 });
     fc.assert(
-      fc.property(hierarchy, fc.array(fc.boolean(), { minLength: 4, maxLength: 4 }), fc.integer({ min: 0, max: 3000 }), (files, known, budget) => {
+      fc.property(markdown, fc.constantFrom<BlockKind>("system", "delivery"), (files, kind) => {
+        const items = files
+          .sort((a, b) => a.tier - b.tier)
+          .map((file, i) => {
+            const doc = toDoc(`k${i}`, `d${i}/AGENTS.md`, file.blocks.join(""));
+            return { doc, tier: file.tier, counts: countsOf(doc) };
+          });
+        const input = { kind, items, frame };
+        const step = Math.max(...items.map(({ doc, counts }) => frame(sectionHead(doc.rel, false)) + frame(cutTail(doc.rel, 99_999, 99_999, false)) + Math.max(0, ...counts) + 8));
+        const everything = cost(input, planned({ ...input, budget: 1e9 }));
+        for (let budget = 20 * step; budget < everything; budget += 7) {
+          expect(cost(input, planned({ ...input, budget }))).toBeGreaterThanOrEqual(0.95 * budget);
+        }
+      }),
+      { numRuns: 15 },
+    );
+  });
+
+  test("determinism: the same decisions and bytes whichever counts are supplied beyond those needed", () => {
+    const kind = fc.constantFrom<BlockKind>("system", "delivery", "compaction");
+    fc.assert(
+      fc.property(hierarchy, fc.array(fc.boolean(), { minLength: 4, maxLength: 4 }), fc.integer({ min: 0, max: 3000 }), kind, (files, known, budget, kind) => {
         const full = files.map((file) => ({ ...file, counts: countsOf(file.doc) }));
         const partial: PlanItem[] = files.map((file, i) => (known[i] ? { ...file, counts: countsOf(file.doc) } : file));
-        const input = { kind: "system" as const, frame: looseFrame, budget };
+        const input = { kind, frame: looseFrame, budget };
         const expected = planned({ ...input, items: full });
         let result = plan({ ...input, items: partial });
         if ("need" in result) {

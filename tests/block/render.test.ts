@@ -117,6 +117,9 @@ describe("render", () => {
   test("a budget below the frame gives no block; an empty doc renders as an empty section", () => {
     const input = { kind: "system" as const, items: [file("AGENTS.md", "rule\n".repeat(100))], frame, budget: 10 };
     expect(renderBlock(input, planned(input))).toBe("");
+    const deletions = { kind: "delivery" as const, items: [], frame, deleted: ["a/AGENTS.md"] };
+    expect(renderBlock(deletions, planned({ ...deletions, budget: 10 }))).toBe("");
+    expect(renderBlock(deletions, planned({ ...deletions, budget: 100 }))).toContain("[a/AGENTS.md was deleted;");
     const empty = { kind: "system" as const, items: [file("AGENTS.md", "  \n\n")], frame, budget: 1000 };
     expect(renderBlock(empty, planned(empty))).toContain('<context-file path="AGENTS.md">\n\n</context-file>');
   });
