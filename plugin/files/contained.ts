@@ -1,0 +1,185 @@
+import { createHash } from "node:crypto";
+import { closeSync, constants, fstatSync, openSync, readlinkSync, readSync, realpathSync, statSync, type Stats } from "node:fs";
+import { relative } from "node:path";
+import { isInside } from "../paths.ts";
+import { parseFrontmatter } from "./frontmatter.ts";
+
+/** One version of one context file, as read from disk: never changed once made. */
+export interface FileVersion {
+  /** Real absolute path of the file read. */
+  readonly path: string;
+  /** Real directory it applies to. */
+  readonly dir: string;
+  /** `path` relative to the real worktree. */
+  readonly rel: string;
+  /** Decoded text as on disk (up to maxFileBytes): what a host copy is compared with. */
+  readonly raw: string;
+  /** Text without frontmatter. */
+  readonly body: string;
+  /** `{}` when none. */
+  readonly frontmatter: Readonly<Record<string, unknown>>;
+  /** Frontmatter `root: true`: nothing above `dir` applies. */
+  readonly root: boolean;
+  /** Of the bytes read. */
+  readonly sha256: string;
+  readonly size: number;
+  readonly truncated: boolean;
+  readonly mtimeMs: number;
+}
+
+/** A candidate passed over, and why. */
+export interface Skip {
+  readonly path: string;
+  readonly reason: string;
+  /** The failure may pass (a permission, too many open files, an I/O error, a race): worth trying again. */
+  readonly transient: boolean;
+}
+
+export type ReadOutcome =
+  | {
+      readonly kind: "file";
+      readonly version: FileVersion;
+      /** Problems worth a warning (frontmatter dropped, file cut). */
+      readonly notes: readonly string[];
+      /** The file's ctime when opened: a read this close to a change may have raced it. */
+      readonly changedMs: number;
+    }
+  | { readonly kind: "skip"; readonly skip: Skip }
+  | { readonly kind: "absent" };
+
+const ABSENT: ReadOutcome = Object.freeze({ kind: "absent" });
+
+/** Errors that may pass on their own: the read is tried again at the next check. */
+const TRANSIENT = new Set(["EACCES", "EPERM", "EMFILE", "ENFILE", "EIO", "EAGAIN", "EBUSY", "EINTR", "ENOMEM"]);
+
+/**
+ * The open flags: never follow a symlink in the last component (the path opened is already resolved;
+ * a link swapped in since fails with ELOOP) and never block (a FIFO swapped in would hang the read).
+ */
+const OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+
+/** Linux names an open descriptor's file in /proc; elsewhere the fallback is realpath + dev/ino. */
+let procFd = process.platform === "linux";
+
+/**
+ * Reads the context file candidate `candidate` (a name inside `dir`), contained in `realRoot` AT READ
+ * TIME: the candidate is resolved (it may be a symlink to a file inside the worktree), the resolved
+ * path opened without following links, checked through its handle to be a regular file, and the
+ * path the OPENED DESCRIPTOR has (every component, as of now) must lie inside the worktree. So a
+ * directory on the way swapped for a symlink that leads out, at any moment before the open, is
+ * refused; one swapped after the open does not matter, since the bytes come from the file that was
+ * checked. At most `maxFileBytes` are read (one more is asked for, to know the file was cut).
+ * Synchronous on purpose: a local read of a small file is far cheaper than a trip to the thread pool.
+ */
+export function readContained(candidate: string, dir: string, realRoot: string, maxFileBytes: number): ReadOutcome {
+  let resolved: string;
+  try {
+    resolved = realpathSync.native(candidate);
+  } catch (error) {
+    return failure(candidate, error, "could not resolve");
+  }
+  if (!isInside(resolved, realRoot)) return skip(candidate, `resolves outside the worktree (${resolved})`, false);
+  let fd: number;
+  try {
+    fd = openSync(resolved, OPEN_FLAGS);
+  } catch (error) {
+    // ELOOP now means the last component became a symlink after it was resolved: a race, try again.
+    if (code(error) === "ELOOP") return skip(candidate, "was replaced by a symlink while being opened", true);
+    return failure(candidate, error, "could not open");
+  }
+  try {
+    const info = fstatSync(fd);
+    if (!info.isFile()) return skip(candidate, "not a regular file", false);
+    const opened = openedPath(fd, resolved, info);
+    if (opened === undefined) return skip(candidate, "changed while being opened", true);
+    if (!isInside(opened, realRoot)) return skip(candidate, `resolves outside the worktree (${opened})`, false);
+    const { bytes, truncated } = readHead(fd, info.size, maxFileBytes);
+    if (bytes.includes(0)) return skip(candidate, "binary (contains NUL bytes)", false);
+    let raw: string;
+    try {
+      // A fresh decoder when cut: `stream` keeps a character split by the cap from counting as invalid
+      // (it is left out), and leaves state behind in the decoder.
+      raw = (truncated ? new TextDecoder("utf-8", { fatal: true }) : STRICT_UTF8).decode(bytes, { stream: truncated });
+    } catch {
+      return skip(candidate, "not valid UTF-8", false);
+    }
+    const { body, frontmatter, error } = parseFrontmatter(raw);
+    const notes: string[] = [];
+    if (error !== undefined) notes.push(`its frontmatter was dropped unused (${error}); the rest of the file is used`);
+    if (truncated) notes.push(`it is ${info.size} bytes; only the first ${maxFileBytes} are used (option maxFileBytes)`);
+    const version: FileVersion = Object.freeze({
+      path: opened,
+      dir,
+      rel: relative(realRoot, opened),
+      raw,
+      body,
+      frontmatter,
+      root: frontmatter.root === true,
+      sha256: createHash("sha256").update(bytes).digest("hex"),
+      size: info.size,
+      truncated,
+      mtimeMs: info.mtimeMs,
+    });
+    return { kind: "file", version, notes, changedMs: info.ctimeMs };
+  } catch (error) {
+    return failure(candidate, error, "could not read");
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * The real path of what `fd` is open on, or undefined when it cannot be told apart from a race.
+ * Linux: the kernel's own answer (`/proc/self/fd/N`), which resolves every component as of now.
+ * Elsewhere: resolve the path again and accept it only if it names the very file opened (dev + ino).
+ */
+function openedPath(fd: number, resolved: string, opened: Stats): string | undefined {
+  if (procFd) {
+    try {
+      const link = readlinkSync(`/proc/self/fd/${fd}`);
+      // A file unlinked after the open keeps its last path with this suffix.
+      return link.endsWith(" (deleted)") ? link.slice(0, -" (deleted)".length) : link;
+    } catch {
+      procFd = false;
+    }
+  }
+  try {
+    const again = realpathSync.native(resolved);
+    const info = statSync(again);
+    return info.dev === opened.dev && info.ino === opened.ino ? again : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** At most `limit` bytes from the start of the file, and whether there was more. */
+function readHead(fd: number, size: number, limit: number): { bytes: Uint8Array; truncated: boolean } {
+  // One byte past the expected end, so a file longer than the cap (or than fstat said) shows as cut.
+  const buffer = Buffer.allocUnsafe(Math.min(size, limit) + 1);
+  let length = 0;
+  while (length < buffer.length) {
+    const read = readSync(fd, buffer, length, buffer.length - length, length);
+    if (read === 0) break;
+    length += read;
+  }
+  return { bytes: buffer.subarray(0, Math.min(length, limit)), truncated: length > limit };
+}
+
+function failure(candidate: string, error: unknown, doing: string): ReadOutcome {
+  const errno = code(error);
+  // Absent, or gone on the way, or a dangling link: not a candidate at all.
+  if (errno === "ENOENT" || errno === "ENOTDIR") return ABSENT;
+  if (errno === "ELOOP") return skip(candidate, "symlink loop", false);
+  const transient = errno === undefined || TRANSIENT.has(errno);
+  return skip(candidate, `${doing} (${errno ?? String(error)})`, transient);
+}
+
+function skip(path: string, reason: string, transient: boolean): ReadOutcome {
+  return { kind: "skip", skip: Object.freeze({ path, reason, transient }) };
+}
+
+function code(error: unknown): string | undefined {
+  return (error as NodeJS.ErrnoException | undefined)?.code;
+}

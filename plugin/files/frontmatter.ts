@@ -1,0 +1,108 @@
+import { createRequire } from "node:module";
+
+/** The keys that make a leading `---` block frontmatter: this plugin's own, and those of peers' rule files. */
+export const KNOWN_KEYS: ReadonlySet<string> = new Set([
+  "root",
+  "include",
+  "description",
+  "paths",
+  "agents",
+  "exclude_agents",
+  "apply_to",
+  "priority",
+  "merge",
+  "watch",
+  "globs",
+  "alwaysApply",
+  "applyTo",
+]);
+
+export interface ParsedText {
+  /** The text the model sees: without the frontmatter block, or the whole text when it has none. */
+  readonly body: string;
+  /** The block's mapping; `{}` when there is no frontmatter (or it could not be parsed). */
+  readonly frontmatter: Readonly<Record<string, unknown>>;
+  /** Why a block meant as frontmatter was dropped without its fields being used. */
+  readonly error?: string;
+}
+
+/**
+ * A closed block at the very start: `---[lang]`, then lines, then `---`, each delimiter alone on its
+ * line. Only such a block is looked at: a file that merely opens with a `---` rule and never closes
+ * it is all content (gray-matter alone would take the whole file as frontmatter).
+ */
+const BLOCK = /^---[ \t]*([A-Za-z]*)[ \t]*\r?\n(?:([\s\S]*?)\r?\n)?---[ \t]*(?:\r?\n|$)/;
+
+/** A line that starts with a known key and a colon (optionally quoted, as JSON writes it). */
+const KNOWN_KEY_LINE = new RegExp(`^[ \\t]*["']?(?:${[...KNOWN_KEYS].join("|")})["']?[ \\t]*:`, "m");
+
+const NONE: Readonly<Record<string, unknown>> = Object.freeze({});
+
+const refuse = (language: string) => (): never => {
+  throw new Error(`frontmatter language "${language}" is refused: it would run code`);
+};
+
+/**
+ * gray-matter's `javascript` engine `eval`s the block (`---js`), and `coffee`/`cson` name engines that
+ * would run code too. Context files are untrusted repository content: every code language (and each
+ * alias gray-matter maps to one) throws before anything is evaluated. YAML stays js-yaml's safeLoad.
+ */
+const SAFE_OPTIONS = Object.freeze({
+  engines: Object.freeze({
+    javascript: refuse("javascript"),
+    js: refuse("js"),
+    coffee: refuse("coffee"),
+    coffeescript: refuse("coffeescript"),
+    cson: refuse("cson"),
+  }),
+});
+
+type Matter = (input: string, options: object) => { data: unknown };
+let matter: Matter | undefined;
+
+/**
+ * gray-matter (with js-yaml) costs ~15 ms to load: loaded on the first file that has a closed leading
+ * block, never at start-up. `require` keeps parsing synchronous (reads are), and works in Bun and Node.
+ */
+function loadMatter(): Matter {
+  matter ??= createRequire(import.meta.url)("gray-matter") as Matter;
+  return matter;
+}
+
+/**
+ * Splits a context file into body and frontmatter. The rule:
+ * - a closed leading block that parses (YAML, or JSON with `---json`) as a mapping with at least one
+ *   known key is frontmatter: removed from the body, its mapping returned;
+ * - a block that parses to anything else (prose such as `Important: keep this`, a list, a string, a
+ *   mapping of unknown keys) is content and stays in the body, untouched;
+ * - a block that does NOT parse but is evidently meant as frontmatter — a line starting with a known
+ *   key and a colon, or a language tag (`---js`, refused unexecuted) — is removed from the body and
+ *   reported through `error`: its fields are not used, and broken metadata is not worth the model's
+ *   tokens. One that does not parse and shows no such sign is prose, and stays.
+ */
+export function parseFrontmatter(text: string): ParsedText {
+  const block = BLOCK.exec(text);
+  if (block === null) return { body: text, frontmatter: NONE };
+  const language = block[1] ?? "";
+  const inner = block[2] ?? "";
+  // A line inside starting with `---` would end the block early for gray-matter (and starts a second
+  // YAML document): not a single mapping, so content.
+  if (inner.startsWith("---") || inner.includes("\n---")) return { body: text, frontmatter: NONE };
+  const body = text.slice(block[0].length);
+  let data: unknown;
+  try {
+    // gray-matter sees exactly the block, so it and BLOCK agree on where it ends. Options (never
+    // shared) also keep it from caching every input in its module-wide map.
+    data = loadMatter()(`---${language}\n${inner}\n---\n`, { engines: { ...SAFE_OPTIONS.engines } }).data;
+  } catch (error) {
+    if (language === "" && !KNOWN_KEY_LINE.test(inner)) return { body: text, frontmatter: NONE };
+    const reason = (error instanceof Error ? (error.message.split("\n")[0] ?? "") : String(error)).replace(/:$/, "");
+    return { body, frontmatter: NONE, error: reason };
+  }
+  if (!isMapping(data) || !Object.keys(data).some((key) => KNOWN_KEYS.has(key))) return { body: text, frontmatter: NONE };
+  return { body, frontmatter: Object.freeze({ ...data }) };
+}
+
+function isMapping(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value) && !(value instanceof Date);
+}

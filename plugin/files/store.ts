@@ -1,0 +1,760 @@
+import { lstatSync, mkdtempSync, realpathSync, rmSync, statSync, unlinkSync, watch, writeFileSync, type FSWatcher } from "node:fs";
+import { tmpdir } from "node:os";
+import { basename, dirname, join, sep } from "node:path";
+import { LRUCache } from "lru-cache";
+import type { Logger } from "../log.ts";
+import { isInside } from "../paths.ts";
+import { readContained, type FileVersion, type Skip } from "./contained.ts";
+import { chainOfWalk, walkUp } from "./walk.ts";
+
+export interface FileStoreOptions {
+  /** The walk's upper bound; resolved to its real path once. */
+  worktree: string;
+  /** Names looked for in each directory; the first readable one wins. */
+  fileNames: readonly string[];
+  maxFileBytes: number;
+  /** Levels a walk climbs above its start directory at most. */
+  maxDepth: number;
+  /** Freshness by fs.watch + barrier; `false`: sync stats of the requested directories at every settle. */
+  watch: boolean;
+  /** Directories watched at most; the others are stat'd at every settle that asks for them. */
+  maxWatchedDirs: number;
+  /** Bytes of directory records kept at most (least recently used evicted first). Default DEFAULT_CACHE_BYTES. */
+  maxCacheBytes?: number;
+  log: Logger;
+}
+
+/** What one directory holds, read once per version. */
+export interface DirectoryRecord {
+  readonly dir: string;
+  /** A real directory (not a symlink, not gone) when it was read. */
+  readonly exists: boolean;
+  readonly file: FileVersion | null;
+  /** Candidates passed over, and why. */
+  readonly skipped: readonly Skip[];
+}
+
+/**
+ * 32 MiB: a typical context file is 1-8 KB, and a record costs about twice its text (raw and body,
+ * up to 2 bytes a character): 32 MiB keeps some 2,000 typical files (the 2,000-directory monorepo of
+ * the cost benchmark) or 64 files at the 128 KiB maxFileBytes cap, a fraction of the 48 MB of added
+ * memory the plugin may take on such a repo. Past it, what was used least recently is read again.
+ */
+export const DEFAULT_CACHE_BYTES = 32 * 1024 * 1024;
+
+/**
+ * Bun drops watch events: one arriving within ~1 ms of the previous one passed for the same watch,
+ * and, measured under a tight edit/settle loop on Bun 1.4.5, writes up to ~6 ms after the last event
+ * it passed (while its watcher thread lags, sentinel events then taking 3-5 ms). So a directory stays
+ * dirty, and is stat'd at every settle, until a check ran this long after its last event: 5 ms let
+ * 1-4 of 1,000 timed edits through; 50 ms none over repeated runs with gaps of 0-60 ms. Only
+ * directories being edited pay for it.
+ */
+const QUIET_MS = 50;
+/**
+ * File timestamps come from the kernel's coarse clock (one tick: up to 10 ms), so a same-size write
+ * within the tick of a read can leave every stat field unchanged. A file changed this recently when
+ * it was read is read again (and compared by hash) at its next check, as git treats racy entries.
+ */
+const RACY_MS = 50;
+/** The sentinel's event not arriving in this long means the watcher cannot be trusted: sync stats for good. */
+const BARRIER_TIMEOUT_MS = 100;
+/** Reads of directories not known yet run in slices this long at most, so a cold start never stalls the loop. */
+const SLICE_MS = 4;
+/** Start resolutions and chains remembered at most (both are cheap to compute again). */
+const MAX_STARTS = 16384;
+const MAX_CHAINS = 8192;
+/** Watch failures that concern the whole watcher (out of inotify watches or descriptors), not one directory. */
+const SYSTEMIC = new Set(["ENOSPC", "EMFILE", "ENFILE"]);
+
+interface Record_ extends DirectoryRecord {
+  /** Stat signature taken just before the read: the directory's identity and each candidate name's. */
+  readonly signature: string;
+  /** Read again at the next check whatever the signature says (a transient failure, or a racy read). */
+  readonly retry: boolean;
+}
+
+interface Start {
+  readonly dir: string | undefined;
+  /** The first directory below `dir` that did not exist: its creation changes where the walk starts. */
+  readonly missing?: string;
+}
+
+interface Watched {
+  refs: number;
+  handle: FSWatcher | undefined;
+}
+
+interface Barrier {
+  readonly name: string;
+  written: boolean;
+  readonly done: Promise<void>;
+  readonly resolve: () => void;
+}
+
+type Chain = readonly FileVersion[];
+
+const OUTSIDE: Start = Object.freeze({ dir: undefined });
+const RESOLVED = Promise.resolve();
+const EMPTY_CHAIN: Chain = Object.freeze([]);
+
+/**
+ * The one store of context files serving every session: directory records read once per version
+ * (bounded in bytes), the chain of files for each start directory, where a touched path's walk
+ * starts, and one freshness mechanism (fs.watch per retained directory + a barrier before each step).
+ */
+export class FileStore {
+  /** Grows whenever a record's file or the structure changes: anything computed at an older value is stale. */
+  generation = 0;
+  readonly realRoot: string;
+  private readonly worktree: string;
+  private readonly names: ReadonlySet<string>;
+  private readonly records: LRUCache<string, Record_>;
+  private readonly chains = new LRUCache<string, Chain>({ max: MAX_CHAINS });
+  private readonly pendingChains = new Map<string, Promise<Chain>>();
+  private readonly walks = new LRUCache<string, readonly string[]>({ max: MAX_STARTS });
+  private readonly starts: LRUCache<string, Start>;
+  /** Missing directories remembered by start resolutions (refcounted), by parent. */
+  private readonly missing = new Map<string, number>();
+  private readonly missingByParent = new Map<string, Set<string>>();
+
+  private readonly watched = new Map<string, Watched>();
+  private readonly owners = new Map<string, Set<string>>();
+  private activeWatches = 0;
+  /** Directory → time (performance.now) of its last event; present while it must be checked. */
+  private readonly dirty = new Map<string, number>();
+  /** A context file that is a symlink: its directory → the directory of its target (watched too), and back. */
+  private readonly linkTarget = new Map<string, string>();
+  private readonly linkedFrom = new Map<string, Set<string>>();
+
+  private mode: "watch" | "sync";
+  private sentinelDir: string | undefined;
+  private sentinelWatch: FSWatcher | undefined;
+  private readonly barriers = new Map<string, Barrier>();
+  private latest: Barrier | undefined;
+  private barrierSeq = 0;
+  private readonly timers = new Set<ReturnType<typeof setTimeout>>();
+  private readonly unlinks: string[] = [];
+
+  private readonly queue: (() => void)[] = [];
+  private sliceEnd = 0;
+  private sliceTimer: ReturnType<typeof setImmediate> | undefined;
+  private disposed = false;
+
+  constructor(private readonly options: FileStoreOptions) {
+    this.worktree = options.worktree;
+    this.realRoot = realOr(options.worktree);
+    this.names = new Set(options.fileNames);
+    this.mode = options.watch ? "watch" : "sync";
+    this.records = new LRUCache<string, Record_>({
+      maxSize: options.maxCacheBytes ?? DEFAULT_CACHE_BYTES,
+      sizeCalculation: sizeOf,
+      // An evicted version must not live on in a cached chain, or the bound would be a fiction.
+      disposeAfter: (record, dir, reason) => {
+        if (reason === "evict" && record.file !== null) this.dropChainsUnder(dir);
+      },
+    });
+    this.starts = new LRUCache<string, Start>({
+      max: MAX_STARTS,
+      disposeAfter: (start) => start.missing !== undefined && this.forgetMissing(start.missing),
+    });
+  }
+
+  /** The directories a walk from `startDir` (a real directory) visits, closest first. */
+  walkOf(startDir: string): readonly string[] {
+    let walk = this.walks.get(startDir);
+    if (walk === undefined) {
+      walk = Object.freeze(walkUp(startDir, this.realRoot, this.options.maxDepth));
+      this.walks.set(startDir, walk);
+    }
+    return walk;
+  }
+
+  /**
+   * Where the walk for a touched path starts, as a real directory: a directory starts at itself (even
+   * when a file argument names it, as `read` of a directory does), a file at its parent, a missing path
+   * at its nearest existing ancestor (the first missing directory is remembered, so its creation is
+   * noticed). Undefined when outside the worktree once symlinks are resolved. Cached until a structure
+   * change touches it.
+   */
+  resolveStart(touchedPath: string, isFile: boolean): string | undefined {
+    const key = (isFile ? "f" : "d") + touchedPath;
+    let start = this.starts.get(key);
+    if (start === undefined) {
+      start = this.computeStart(touchedPath, isFile);
+      if (start.missing !== undefined) this.rememberMissing(start.missing);
+      this.starts.set(key, start);
+    }
+    return start.dir;
+  }
+
+  /** What is known of `dir` (no read): for explaining, and for tests. */
+  recordOf(dir: string): DirectoryRecord | undefined {
+    return this.records.peek(dir);
+  }
+
+  /**
+   * The files that apply to `startDir` (a value of resolveStart), root first. Synchronous when every
+   * directory of its walk is known, else a Promise (the reads run in short slices). Cached until a
+   * change touches a directory of the walk.
+   */
+  chainOf(startDir: string): Chain | Promise<Chain> {
+    if (this.disposed) return EMPTY_CHAIN;
+    const known = this.chains.get(startDir) ?? this.pendingChains.get(startDir);
+    if (known !== undefined) return known;
+    const now = this.queue.length === 0 && this.hasBudget() ? this.assemble(startDir, "budget") : this.assemble(startDir, "none");
+    if (now !== undefined) return now;
+    const pending = new Promise<Chain>((resolve) => {
+      const attempt = (): void => {
+        const chain = this.disposed ? EMPTY_CHAIN : this.assemble(startDir, "one");
+        if (chain === undefined) return this.enqueue(attempt);
+        this.pendingChains.delete(startDir);
+        resolve(chain);
+      };
+      this.enqueue(attempt);
+    });
+    this.pendingChains.set(startDir, pending);
+    return pending;
+  }
+
+  /**
+   * `owner` (a session) depends on `dirs`: they are watched while any owner does (up to
+   * maxWatchedDirs). Adds to what the owner retained before; `release` lets go of all of it.
+   */
+  retain(owner: string, dirs: Iterable<string>): void {
+    if (this.disposed) return;
+    let mine = this.owners.get(owner);
+    if (mine === undefined) {
+      mine = new Set();
+      this.owners.set(owner, mine);
+    }
+    for (const dir of dirs) {
+      if (mine.has(dir)) continue;
+      mine.add(dir);
+      this.hold(dir);
+    }
+  }
+
+  /** Lets go of everything `owner` retained (a deleted session); a directory nobody holds is unwatched. */
+  release(owner: string): void {
+    const mine = this.owners.get(owner);
+    if (mine === undefined) return;
+    this.owners.delete(owner);
+    for (const dir of mine) this.letGo(dir);
+  }
+
+  /**
+   * Brings what is known of `dirs` up to date with the disk as of the call: every change saved before
+   * it is seen by the chains asked for after it resolves. With a working watcher: a barrier (all events
+   * queued before it are dispatched), then sync stats of dirty and unwatched directories only; without:
+   * sync stats of `dirs`. What changed is read again.
+   */
+  settle(dirs: Iterable<string>): Promise<void> {
+    if (this.disposed) return RESOLVED;
+    if (this.mode === "sync") return this.check(dirs, true);
+    return this.barrier().then(() => this.check(dirs, this.mode === "sync"));
+  }
+
+  /** How the store stands: for the benchmark, explain and tests. */
+  get stats(): { mode: "watch" | "sync"; watched: number; records: number; bytes: number; owners: number } {
+    return { mode: this.mode, watched: this.activeWatches, records: this.records.size, bytes: this.records.calculatedSize, owners: this.owners.size };
+  }
+
+  /** Closes every watch, removes the sentinel directory, clears timers. Nothing is read afterwards. */
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    for (const entry of this.watched.values()) this.unwatch(entry);
+    this.watched.clear();
+    this.owners.clear();
+    this.closeSentinel();
+    for (const timer of this.timers) clearTimeout(timer);
+    this.timers.clear();
+    if (this.sliceTimer !== undefined) clearImmediate(this.sliceTimer);
+    // Whoever waits on a queued read is answered (with nothing): the store is closed.
+    for (const work of this.queue.splice(0)) work();
+    this.records.clear();
+    this.chains.clear();
+    this.starts.clear();
+    this.dirty.clear();
+  }
+
+  // ---- chains and records ----
+
+  /**
+   * The chain from the records, reading the missing ones: none ("none"), while this turn's slice
+   * lasts ("budget"), or at least one then while the slice lasts ("one", from a queued slice, so every
+   * slice makes progress). Undefined when a record is still missing. Cached only when every record
+   * it was built from is kept (a record too large for the byte bound is not).
+   */
+  private assemble(startDir: string, load: "none" | "budget" | "one"): Chain | undefined {
+    const found: (FileVersion | null)[] = [];
+    let loaded = 0;
+    let cacheable = true;
+    for (const dir of this.walkOf(startDir)) {
+      let record = this.records.get(dir);
+      if (record === undefined) {
+        if (load === "none" || (performance.now() >= this.sliceEnd && !(load === "one" && loaded === 0))) return undefined;
+        record = this.readDir(dir);
+        this.install(dir, undefined, record);
+        loaded++;
+        if (!this.records.has(dir)) cacheable = false;
+      }
+      found.push(record.file);
+      if (record.file?.root === true) break;
+    }
+    const chain = Object.freeze(chainOfWalk(found));
+    if (cacheable) this.chains.set(startDir, chain);
+    return chain;
+  }
+
+  /** Keeps `fresh` for `dir`, reusing the previous file version when the bytes are the same. */
+  private install(dir: string, previous: Record_ | undefined, fresh: Record_): void {
+    let record = fresh;
+    const before = previous?.file ?? null;
+    const after = fresh.file;
+    if (before !== null && after !== null && before.sha256 === after.sha256 && before.path === after.path && before.size === after.size) {
+      record = { ...fresh, file: before };
+    } else if (before !== after && previous !== undefined) {
+      this.generation++;
+      this.dropChainsUnder(dir);
+    }
+    this.records.set(dir, record);
+    this.followLink(dir);
+  }
+
+  private readDir(dir: string): Record_ {
+    const startedAt = Date.now();
+    const signature = this.signatureOf(dir);
+    if (this.disposed || !signature.startsWith("d")) return Object.freeze({ dir, exists: false, file: null, skipped: [], signature, retry: false });
+    const { maxFileBytes, log } = this.options;
+    const skipped: Skip[] = [];
+    for (const name of this.options.fileNames) {
+      const outcome = readContained(dir + sep + name, dir, this.realRoot, maxFileBytes);
+      if (outcome.kind === "absent") continue;
+      if (outcome.kind === "skip") {
+        skipped.push(outcome.skip);
+        log.once(`skip:${outcome.skip.path}:${outcome.skip.reason}`, "warn", `skipped ${outcome.skip.path}: ${outcome.skip.reason}`);
+        continue;
+      }
+      const { version, notes } = outcome;
+      for (const note of notes) log.once(`note:${version.path}:${version.sha256}:${note}`, "warn", `${version.path}: ${note}`);
+      const racy = startedAt - outcome.changedMs < RACY_MS;
+      return Object.freeze({ dir, exists: true, file: version, skipped: Object.freeze(skipped), signature, retry: racy || skipped.some((s) => s.transient) });
+    }
+    return Object.freeze({ dir, exists: true, file: null, skipped: Object.freeze(skipped), signature, retry: skipped.some((s) => s.transient) });
+  }
+
+  /**
+   * "d<ino>" for a real directory (a symlink or anything else is "x", a missing one "-"), then per
+   * candidate name what stat (following links, so a retargeted or edited link target shows) says.
+   */
+  private signatureOf(dir: string): string {
+    let signature: string;
+    try {
+      const info = lstatSync(dir, { throwIfNoEntry: false });
+      if (info === undefined) return "-";
+      if (!info.isDirectory()) return "x";
+      signature = `d${info.ino}`;
+    } catch {
+      return "-";
+    }
+    for (const name of this.options.fileNames) {
+      try {
+        const info = statSync(dir + sep + name, { throwIfNoEntry: false });
+        signature += info === undefined ? "|-" : `|${info.ino}:${info.size}:${info.mtimeMs}:${info.ctimeMs}:${info.isFile() ? "f" : "o"}`;
+      } catch (error) {
+        signature += `|!${(error as NodeJS.ErrnoException).code ?? ""}`;
+      }
+    }
+    return signature;
+  }
+
+  /** Drops the cached chains whose walk may visit `dir`: those starting at or below it. */
+  private dropChainsUnder(dir: string): void {
+    for (const start of this.chains.keys()) if (isInside(start, dir)) this.chains.delete(start);
+  }
+
+  // ---- freshness ----
+
+  /**
+   * Stats the directories of `dirs` that need it (all, or the dirty and unwatched ones) and reads again
+   * what changed. Directories are checked synchronously; re-reads run in slices and are awaited.
+   */
+  private check(dirs: Iterable<string>, all: boolean): Promise<void> {
+    if (this.disposed) return RESOLVED;
+    const now = performance.now();
+    let rereads: Promise<unknown>[] | undefined;
+    for (const dir of dirs) {
+      if (!all) {
+        const entry = this.watched.get(dir);
+        if (entry?.handle !== undefined) {
+          const last = this.dirty.get(dir);
+          if (last === undefined) continue;
+          if (now - last >= QUIET_MS) this.dirty.delete(dir);
+        }
+      }
+      const reread = this.checkDir(dir);
+      if (reread !== undefined) (rereads ??= []).push(reread);
+    }
+    return rereads === undefined ? RESOLVED : Promise.all(rereads).then(() => undefined);
+  }
+
+  private checkDir(dir: string): Promise<unknown> | undefined {
+    const kids = this.missingByParent.get(dir);
+    if (kids !== undefined) for (const kid of [...kids]) if (lstatSync(kid, { throwIfNoEntry: false }) !== undefined) this.structureChanged(kid);
+    const record = this.records.peek(dir);
+    if (record === undefined) return undefined;
+    const signature = this.signatureOf(dir);
+    const entry = this.watched.get(dir);
+    if (this.mode === "watch" && entry !== undefined && entry.handle === undefined && signature.startsWith("d")) this.startWatch(dir, entry);
+    if (signature === record.signature && !record.retry) return undefined;
+    if (identity(signature) !== identity(record.signature)) this.structureChanged(dir);
+    return this.sliced(() => {
+      if (this.disposed) return;
+      const current = this.records.peek(dir);
+      // Already read again since (by another settle, or a chain after a structure change).
+      if (current !== undefined && current !== record && current.signature === this.signatureOf(dir) && !current.retry) return;
+      this.install(dir, current, this.readDir(dir));
+    });
+  }
+
+  /**
+   * A directory on a chain (or the first missing one below a start) appeared, went, or was replaced:
+   * where walks start and the chains below it are worked out again, the directories below it checked,
+   * and their watches (which follow the old inodes) set up anew.
+   */
+  private structureChanged(path: string): void {
+    this.generation++;
+    const stale: string[] = [];
+    for (const [key, start] of this.starts.entries()) {
+      const touched = key.slice(1);
+      if (isInside(touched, path) || (start.dir !== undefined && isInside(start.dir, path)) || (start.missing !== undefined && isInside(start.missing, path))) {
+        stale.push(key);
+      }
+    }
+    for (const key of stale) this.starts.delete(key);
+    this.dropChainsUnder(path);
+    const now = performance.now();
+    for (const [dir, entry] of this.watched) {
+      if (!isInside(dir, path)) continue;
+      this.unwatch(entry);
+      this.dirty.set(dir, now);
+    }
+    for (const dir of this.records.keys()) if (isInside(dir, path)) this.dirty.set(dir, now);
+  }
+
+  private onEvent(dir: string, filename: string | Buffer | null): void {
+    if (this.disposed) return;
+    if (filename === null) return this.markDirty(dir);
+    const name = String(filename);
+    if (this.names.has(name)) return this.markDirty(dir);
+    const child = dir === sep ? sep + name : dir + sep + name;
+    if (this.records.has(child) || this.watched.has(child) || this.missing.has(child)) this.structureChanged(child);
+    // The watched directory itself going (or renamed) is reported under its own name.
+    if (name === basename(dir)) this.structureChanged(dir);
+    const linking = this.linkedFrom.get(dir);
+    if (linking !== undefined) for (const from of linking) this.markDirty(from);
+  }
+
+  private markDirty(dir: string): void {
+    const now = performance.now();
+    this.dirty.set(dir, now);
+    const linking = this.linkedFrom.get(dir);
+    if (linking !== undefined) for (const from of linking) this.dirty.set(from, now);
+  }
+
+  // ---- watches ----
+
+  private hold(dir: string): void {
+    let entry = this.watched.get(dir);
+    if (entry === undefined) {
+      entry = { refs: 0, handle: undefined };
+      this.watched.set(dir, entry);
+    }
+    entry.refs++;
+    if (entry.refs === 1) {
+      // fs.watch costs ~10 us: thousands at once would stall the loop, so they start in slices (until
+      // then the directory counts as unwatched, and is stat'd by every settle that asks for it).
+      const held = entry;
+      if (this.mode === "watch") this.enqueue(() => held.refs > 0 && held.handle === undefined && this.mode === "watch" && this.startWatch(dir, held));
+      this.followLink(dir);
+    }
+  }
+
+  private letGo(dir: string): void {
+    const entry = this.watched.get(dir);
+    if (entry === undefined || --entry.refs > 0) return;
+    this.unwatch(entry);
+    this.watched.delete(dir);
+    this.dirty.delete(dir);
+    this.followLink(dir);
+  }
+
+  private startWatch(dir: string, entry: Watched): void {
+    if (this.activeWatches >= this.options.maxWatchedDirs || this.disposed || this.watched.get(dir) !== entry) return;
+    // fs.watch follows a symlink: only a real directory inside the worktree is watched.
+    if (!isInside(dir, this.realRoot) || lstatSync(dir, { throwIfNoEntry: false })?.isDirectory() !== true) return;
+    try {
+      const handle = watch(dir, { persistent: false }, (_event, filename) => this.onEvent(dir, filename));
+      handle.on("error", (error: NodeJS.ErrnoException) => {
+        if (SYSTEMIC.has(error.code ?? "")) return this.fail(`watching ${dir} failed (${error.code})`);
+        if (entry.handle === handle) this.unwatch(entry);
+      });
+      entry.handle = handle;
+      this.activeWatches++;
+      // Changes between the record's read and this watch produced no event: one check is owed.
+      this.dirty.set(dir, performance.now());
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? "";
+      if (SYSTEMIC.has(code)) this.fail(`watching ${dir} failed (${code})`);
+    }
+  }
+
+  private unwatch(entry: Watched): void {
+    if (entry.handle === undefined) return;
+    entry.handle.close();
+    entry.handle = undefined;
+    this.activeWatches--;
+  }
+
+  /** Keeps the directory of a held directory's symlinked context file held too (and no other). */
+  private followLink(dir: string): void {
+    const file = this.records.peek(dir)?.file;
+    const held = (this.watched.get(dir)?.refs ?? 0) > 0;
+    const target = held && file != null && dirname(file.path) !== dir ? dirname(file.path) : undefined;
+    const before = this.linkTarget.get(dir);
+    if (before === target) return;
+    if (before !== undefined) {
+      this.linkTarget.delete(dir);
+      const from = this.linkedFrom.get(before);
+      from?.delete(dir);
+      if (from?.size === 0) this.linkedFrom.delete(before);
+      this.letGo(before);
+    }
+    if (target !== undefined) {
+      this.linkTarget.set(dir, target);
+      let from = this.linkedFrom.get(target);
+      if (from === undefined) {
+        from = new Set();
+        this.linkedFrom.set(target, from);
+      }
+      from.add(dir);
+      this.hold(target);
+    }
+  }
+
+  // ---- barrier ----
+
+  /**
+   * Resolves once every watch event queued before it has been dispatched: a uniquely named file is
+   * written into a private watched directory, and its event awaited (one inotify queue, delivered in
+   * order). Settles started before the sentinel is written share it.
+   */
+  private barrier(): Promise<void> {
+    if (this.latest !== undefined && !this.latest.written) return this.latest.done;
+    if (this.sentinelDir === undefined && !this.openSentinel()) return RESOLVED;
+    let resolve!: () => void;
+    const done = new Promise<void>((settle) => (resolve = settle));
+    const barrier: Barrier = { name: `s${++this.barrierSeq}`, written: false, done, resolve };
+    this.latest = barrier;
+    this.barriers.set(barrier.name, barrier);
+    queueMicrotask(() => this.writeSentinel(barrier));
+    return done;
+  }
+
+  private writeSentinel(barrier: Barrier): void {
+    barrier.written = true;
+    if (this.disposed || this.mode === "sync" || this.sentinelDir === undefined) return this.passBarriers();
+    try {
+      writeFileSync(join(this.sentinelDir, barrier.name), "");
+    } catch (error) {
+      return this.fail(`the freshness barrier could not be written (${String(error)})`);
+    }
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      if (this.barriers.has(barrier.name)) this.fail(`a watch event took over ${BARRIER_TIMEOUT_MS} ms to arrive`);
+    }, BARRIER_TIMEOUT_MS);
+    timer.unref?.();
+    this.timers.add(timer);
+  }
+
+  private onSentinelEvent(filename: string | Buffer | null): void {
+    if (filename === null) return;
+    const barrier = this.barriers.get(String(filename));
+    if (barrier === undefined) return;
+    this.barriers.delete(barrier.name);
+    barrier.resolve();
+    // Removed after the step has gone on: its own event is of no interest.
+    if (this.unlinks.push(barrier.name) === 1) setImmediate(() => this.removeSentinels());
+  }
+
+  private removeSentinels(): void {
+    for (const name of this.unlinks.splice(0)) {
+      try {
+        if (this.sentinelDir !== undefined) unlinkSync(join(this.sentinelDir, name));
+      } catch {
+        // already gone with the directory
+      }
+    }
+  }
+
+  private openSentinel(): boolean {
+    try {
+      this.sentinelDir = mkdtempSync(join(tmpdir(), "opencode-project-context-"));
+      this.sentinelWatch = watch(this.sentinelDir, { persistent: false }, (_event, filename) => this.onSentinelEvent(filename));
+      this.sentinelWatch.on("error", (error) => this.fail(`the freshness barrier's watch failed (${error.message})`));
+      return true;
+    } catch (error) {
+      this.fail(`the freshness barrier could not be set up (${String(error)})`);
+      return false;
+    }
+  }
+
+  private closeSentinel(): void {
+    this.sentinelWatch?.close();
+    this.sentinelWatch = undefined;
+    if (this.sentinelDir !== undefined) rmSync(this.sentinelDir, { recursive: true, force: true });
+    this.sentinelDir = undefined;
+    this.unlinks.length = 0;
+    this.passBarriers();
+  }
+
+  private passBarriers(): void {
+    for (const barrier of this.barriers.values()) barrier.resolve();
+    this.barriers.clear();
+  }
+
+  /** The watcher cannot be trusted any more: say so once, free its resources, stat for good. */
+  private fail(reason: string): void {
+    if (this.mode === "sync" || this.disposed) return;
+    this.mode = "sync";
+    this.options.log.log("warn", `file watching stopped: ${reason}; context files are now checked by stat before every step`);
+    for (const entry of this.watched.values()) this.unwatch(entry);
+    this.dirty.clear();
+    this.closeSentinel();
+  }
+
+  // ---- start resolution ----
+
+  private computeStart(path: string, isFile: boolean): Start {
+    let probe = path;
+    let missing: string | undefined;
+    for (;;) {
+      const found = realAndStat(probe);
+      if (found !== undefined) {
+        const [real, isDirectory] = found;
+        const dir = isDirectory ? real : dirname(real);
+        if (!isInside(dir, this.realRoot)) return OUTSIDE;
+        return missing !== undefined && isDirectory ? { dir, missing: join(real, basename(missing)) } : { dir };
+      }
+      const parent = dirname(probe);
+      if (parent === probe || !(isInside(parent, this.worktree) || isInside(parent, this.realRoot))) return OUTSIDE;
+      // A missing file is not a directory to wait for; a missing directory (or either) is.
+      if (!(isFile && probe === path)) missing = probe;
+      probe = parent;
+    }
+  }
+
+  private rememberMissing(dir: string): void {
+    const count = this.missing.get(dir) ?? 0;
+    this.missing.set(dir, count + 1);
+    if (count > 0) return;
+    const parent = dirname(dir);
+    let kids = this.missingByParent.get(parent);
+    if (kids === undefined) {
+      kids = new Set();
+      this.missingByParent.set(parent, kids);
+    }
+    kids.add(dir);
+  }
+
+  private forgetMissing(dir: string): void {
+    const count = this.missing.get(dir);
+    if (count === undefined) return;
+    if (count > 1) return void this.missing.set(dir, count - 1);
+    this.missing.delete(dir);
+    const parent = dirname(dir);
+    const kids = this.missingByParent.get(parent);
+    kids?.delete(dir);
+    if (kids?.size === 0) this.missingByParent.delete(parent);
+  }
+
+  // ---- slices ----
+
+  /**
+   * Runs `work` now if this turn of the event loop has not spent SLICE_MS on reads yet, else in a later
+   * slice: thousands of cold directories never stall the loop, and a few cost no extra turn.
+   */
+  private sliced<T>(work: () => T): Promise<T> {
+    if (this.queue.length === 0 && this.hasBudget()) return Promise.resolve(work());
+    return new Promise<T>((resolve, reject) =>
+      this.enqueue(() => {
+        try {
+          resolve(work());
+        } catch (error) {
+          reject(error);
+        }
+      }),
+    );
+  }
+
+  private enqueue(work: () => void): void {
+    this.queue.push(work);
+    this.sliceTimer ??= setImmediate(() => this.runSlice());
+  }
+
+  /** Whether this turn may still read inline; the first read of a turn opens its slice. */
+  private hasBudget(): boolean {
+    if (this.sliceTimer === undefined) {
+      this.sliceEnd = performance.now() + SLICE_MS;
+      this.sliceTimer = setImmediate(() => this.runSlice());
+    }
+    return performance.now() < this.sliceEnd;
+  }
+
+  /** One slice of queued reads: at least one, then while SLICE_MS lasts; the rest in the next turn. */
+  private runSlice(): void {
+    if (this.disposed) return;
+    this.sliceEnd = performance.now() + SLICE_MS;
+    let first = true;
+    while (this.queue.length > 0 && (first || performance.now() < this.sliceEnd)) {
+      first = false;
+      this.queue.shift()!();
+    }
+    this.sliceTimer = this.queue.length > 0 ? setImmediate(() => this.runSlice()) : undefined;
+  }
+}
+
+function sizeOf(record: Record_): number {
+  let size = 200 + 2 * (record.dir.length + record.signature.length);
+  const file = record.file;
+  if (file !== null) size += 300 + 2 * (file.raw.length + file.body.length + file.path.length + file.rel.length);
+  for (const skip of record.skipped) size += 100 + 2 * (skip.path.length + skip.reason.length);
+  return size;
+}
+
+/** The directory part of a signature: a change there is a structure change, not an edit. */
+function identity(signature: string): string {
+  const bar = signature.indexOf("|");
+  return bar === -1 ? signature : signature.slice(0, bar);
+}
+
+function realOr(path: string): string {
+  try {
+    return realpathSync.native(path);
+  } catch {
+    return path;
+  }
+}
+
+/** `[realPath, isDirectory]`, or undefined when the path does not resolve to anything. */
+function realAndStat(path: string): [string, boolean] | undefined {
+  try {
+    const real = realpathSync.native(path);
+    const info = statSync(real, { throwIfNoEntry: false });
+    return info === undefined ? undefined : [real, info.isDirectory()];
+  } catch {
+    return undefined;
+  }
+}

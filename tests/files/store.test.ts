@@ -1,0 +1,244 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { mkdirSync, readdirSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { spawnSync } from "node:child_process";
+import { bodies, recordingLogger, Scratch } from "./helpers.ts";
+
+const scratch = new Scratch();
+afterEach(() => scratch.cleanup());
+
+/** Longer than the store's quiet window: the directory is clean again when the next edit lands. */
+const QUIET_GAP_MS = 60;
+
+/** Watches start in slices (one turn of the event loop after they are asked for). */
+const watchesStarted = () => new Promise((resolve) => setImmediate(resolve));
+
+/** A worktree with a root file and `a/b/AGENTS.md`, a store, and session "s" retaining the walk from a/b/c. */
+function setUp(options: Parameters<Scratch["store"]>[1] = {}) {
+  const root = scratch.dir();
+  scratch.write(root, { "AGENTS.md": "root\n", "a/b/AGENTS.md": "ab\n", "a/b/c/x.ts": "" });
+  const store = scratch.store(root, options);
+  const start = store.resolveStart(join(root, "a/b/c/x.ts"), true)!;
+  const walk = store.walkOf(start);
+  store.retain("s", walk);
+  return { root, store, start, walk };
+}
+
+for (const watch of [true, false]) {
+  describe(`containment at read time (watch: ${watch})`, () => {
+    test("a chain directory the store knows, swapped for a symlink leading out: the outside file is never returned", async () => {
+      const { root, store, start, walk } = setUp({ watch });
+      await store.settle(walk);
+      expect(await bodies(store, start)).toEqual(["root\n", "ab\n"]);
+      const outside = scratch.dir();
+      scratch.write(outside, { "AGENTS.md": "OUTSIDE\n", "c/AGENTS.md": "OUTSIDE\n" });
+      renameSync(join(root, "a/b"), join(root, "a/b.old"));
+      symlinkSync(outside, join(root, "a/b"));
+      await store.settle(walk);
+      const texts = (await store.chainOf(start)).map((file) => file.raw).join("");
+      expect(texts).not.toContain("OUTSIDE");
+      // The touched path now leads out of the worktree: no start at all.
+      expect(store.resolveStart(join(root, "a/b/c/x.ts"), true)).toBeUndefined();
+    });
+
+    test("an intermediate directory swapped for a symlink leading out is caught at the next settle", async () => {
+      const { root, store, start, walk } = setUp({ watch });
+      await store.settle(walk);
+      const outside = scratch.dir();
+      scratch.write(outside, { "AGENTS.md": "OUTSIDE\n", "b/AGENTS.md": "OUTSIDE\n", "b/c/AGENTS.md": "OUTSIDE\n" });
+      renameSync(join(root, "a"), join(root, "a.old"));
+      symlinkSync(outside, join(root, "a"));
+      await store.settle(walk);
+      expect((await store.chainOf(start)).map((file) => file.raw).join("")).not.toContain("OUTSIDE");
+    });
+
+    test("a retargeted AGENTS.md symlink serves the new target's text at the next settle; an edit of the target too", async () => {
+      const { root, store, start, walk } = setUp({ watch });
+      scratch.write(root, { "shared/one.md": "one\n", "shared/two.md": "two\n" });
+      symlinkSync("../../../shared/one.md", join(root, "a/b/c/AGENTS.md"));
+      await store.settle(walk);
+      expect(await bodies(store, start)).toEqual(["root\n", "ab\n", "one\n"]);
+      unlinkSync(join(root, "a/b/c/AGENTS.md"));
+      symlinkSync("../../../shared/two.md", join(root, "a/b/c/AGENTS.md"));
+      await store.settle(walk);
+      expect(await bodies(store, start)).toEqual(["root\n", "ab\n", "two\n"]);
+      writeFileSync(join(root, "shared/two.md"), "two, edited\n");
+      await store.settle(walk);
+      expect(await bodies(store, start)).toEqual(["root\n", "ab\n", "two, edited\n"]);
+    });
+  });
+}
+
+describe("start resolution", () => {
+  test("a directory named by a file argument (read of a directory) starts at itself; a file at its parent", () => {
+    const { root, store } = setUp();
+    expect(store.resolveStart(join(root, "a/b"), true)).toBe(join(root, "a/b"));
+    expect(store.resolveStart(join(root, "a/b/c/x.ts"), true)).toBe(join(root, "a/b/c"));
+    expect(store.resolveStart(join(root, "a/b"), false)).toBe(join(root, "a/b"));
+  });
+
+  test("a missing path starts at its nearest existing ancestor; outside the worktree is undefined", () => {
+    const { root, store } = setUp();
+    expect(store.resolveStart(join(root, "a/new/deep/file.ts"), true)).toBe(join(root, "a"));
+    expect(store.resolveStart(join(root, "a/b/c/new.ts"), true)).toBe(join(root, "a/b/c"));
+    expect(store.resolveStart(tmpdir(), false)).toBeUndefined();
+  });
+
+  for (const watch of [true, false]) {
+    test(`a context file created in a new directory joins the chain at the next settle (watch: ${watch})`, async () => {
+      const { root, store } = setUp({ watch });
+      const touched = join(root, "a/new/file.ts");
+      const before = store.resolveStart(touched, true)!;
+      store.retain("s", store.walkOf(before));
+      await store.settle(store.walkOf(before));
+      expect(await bodies(store, before)).toEqual(["root\n"]);
+      const generation = store.generation;
+      scratch.write(root, { "a/new/AGENTS.md": "new\n" });
+      await store.settle(store.walkOf(before));
+      expect(store.generation).toBeGreaterThan(generation);
+      const after = store.resolveStart(touched, true)!;
+      expect(after).toBe(join(root, "a/new"));
+      expect(await bodies(store, after)).toEqual(["root\n", "new\n"]);
+    });
+  }
+});
+
+describe("freshness", () => {
+  for (const options of [{ watch: true }, { watch: false }, { watch: true, maxWatchedDirs: 1 }]) {
+    test(`1,000 timed edits, each seen by the settle right after it (${JSON.stringify(options)})`, async () => {
+      const { root, store, start, walk } = setUp(options);
+      await store.settle(walk);
+      const file = join(root, "a/b/AGENTS.md");
+      let seen = 0;
+      const misses: string[] = [];
+      for (let i = 0; i < 1000; i++) {
+        writeFileSync(file, `edit ${i}\n`);
+        // Every 10th edit: a second write to the same file well under 1 ms later (Bun drops its event).
+        if (i % 10 === 0) writeFileSync(file, `edit ${i}b\n`);
+        await store.settle(walk);
+        const chain = await store.chainOf(start);
+        if (chain[1]?.body === (i % 10 === 0 ? `edit ${i}b\n` : `edit ${i}\n`)) seen++;
+        else misses.push(`${i}: ${chain[1]?.body}`);
+        // Gaps of every size between edits: none, around Bun's drop window, past the quiet window.
+        if (i % 50 === 49) await Bun.sleep(QUIET_GAP_MS);
+        else if (i % 10 === 4) await Bun.sleep(6);
+        else if (i % 10 === 7) await Bun.sleep(2);
+      }
+      expect(misses).toEqual([]);
+      expect(seen).toBe(1000);
+    }, 30_000);
+  }
+
+  test("a deleted context file leaves the chain; an atomic save (rename over) is seen", async () => {
+    const { root, store, start, walk } = setUp();
+    await store.settle(walk);
+    writeFileSync(join(root, "a/b/AGENTS.md.tmp"), "saved atomically\n");
+    renameSync(join(root, "a/b/AGENTS.md.tmp"), join(root, "a/b/AGENTS.md"));
+    await store.settle(walk);
+    expect(await bodies(store, start)).toEqual(["root\n", "saved atomically\n"]);
+    rmSync(join(root, "a/b/AGENTS.md"));
+    await store.settle(walk);
+    expect(await bodies(store, start)).toEqual(["root\n"]);
+  });
+
+  test("root: true ends the walk; CLAUDE.md is used when AGENTS.md is absent", async () => {
+    const { root, store, start, walk } = setUp();
+    scratch.write(root, { "a/b/AGENTS.md": "---\nroot: true\n---\nab\n", "a/b/c/CLAUDE.md": "claude\n" });
+    await store.settle(walk);
+    expect(await bodies(store, start)).toEqual(["ab\n", "claude\n"]);
+  });
+
+  test("an unchanged chain is the same object, and the generation does not move", async () => {
+    const { store, start, walk } = setUp();
+    await store.settle(walk);
+    const chain = await store.chainOf(start);
+    const generation = store.generation;
+    await store.settle(walk);
+    expect(store.chainOf(start)).toBe(chain);
+    expect(store.generation).toBe(generation);
+  });
+});
+
+describe("watches and memory", () => {
+  test("release(owner) unwatches what only that owner held", async () => {
+    const { root, store, walk } = setUp();
+    store.retain("t", [join(root, "a")]);
+    await watchesStarted();
+    expect(store.stats.watched).toBe(walk.length);
+    store.release("s");
+    expect(store.stats.watched).toBe(1);
+    store.release("t");
+    expect(store.stats).toMatchObject({ watched: 0, owners: 0 });
+  });
+
+  test("maxWatchedDirs caps the watches", async () => {
+    const { store, walk } = setUp({ maxWatchedDirs: 2 });
+    await watchesStarted();
+    expect(walk.length).toBeGreaterThan(2);
+    expect(store.stats.watched).toBe(2);
+  });
+
+  test("the records stay within maxCacheBytes, least recently used evicted", async () => {
+    const root = scratch.dir();
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 200; i++) files[`d${i}/AGENTS.md`] = `${i}\n${"x".repeat(4000)}`;
+    scratch.write(root, files);
+    const maxCacheBytes = 64 * 1024;
+    const store = scratch.store(root, { maxCacheBytes });
+    for (let i = 0; i < 200; i++) {
+      const chain = await store.chainOf(join(root, `d${i}`));
+      expect(chain.at(-1)?.body.startsWith(`${i}\n`)).toBe(true);
+      expect(store.stats.bytes).toBeLessThanOrEqual(maxCacheBytes);
+    }
+    expect(store.recordOf(join(root, "d0"))).toBeUndefined();
+    expect(store.recordOf(join(root, "d199"))?.file?.body.startsWith("199\n")).toBe(true);
+  });
+
+  test("dispose leaves no watch and no temp directory", async () => {
+    const sentinels = () => readdirSync(tmpdir()).filter((name) => name.startsWith("opencode-project-context-"));
+    const before = sentinels();
+    const { store, walk } = setUp();
+    await store.settle(walk);
+    expect(sentinels().length).toBe(before.length + 1);
+    store.dispose();
+    expect(store.stats.watched).toBe(0);
+    expect(sentinels()).toEqual(before);
+    await store.settle(walk);
+  });
+
+  test("no watcher keeps the process alive", () => {
+    const script = `
+      import { FileStore } from ${JSON.stringify(join(import.meta.dir, "../../plugin/files/store.ts"))};
+      const store = new FileStore({ worktree: process.argv[2], fileNames: ["AGENTS.md"], maxFileBytes: 1024, maxDepth: 10, watch: true, maxWatchedDirs: 10, log: { log() {}, once() {} } });
+      store.retain("s", [process.argv[2]]);
+      await store.settle([process.argv[2]]);
+      await new Promise((resolve) => setImmediate(resolve));
+      console.log("settled", store.stats.watched);
+    `;
+    const root = scratch.dir();
+    writeFileSync(join(root, "child.ts"), script);
+    const before = new Set(readdirSync(tmpdir()));
+    const child = spawnSync(process.execPath, [join(root, "child.ts"), root], { timeout: 10_000, encoding: "utf8" });
+    // The child never disposed: its sentinel directory is left behind.
+    for (const name of readdirSync(tmpdir())) if (!before.has(name) && name.startsWith("opencode-project-context-")) rmSync(join(tmpdir(), name), { recursive: true });
+    expect(child.stdout + child.stderr).toContain("settled 1");
+    expect(child.status).toBe(0);
+  });
+
+  test("problems are logged once per file, as warnings naming the file", async () => {
+    const log = recordingLogger();
+    const root = scratch.dir();
+    scratch.write(root, { "AGENTS.md": "---\nroot: true\ndescription: a: b\n---\nbody\n" });
+    writeFileSync(join(root, "CLAUDE.md"), new Uint8Array([0]));
+    mkdirSync(join(root, "sub"));
+    writeFileSync(join(root, "sub/AGENTS.md"), new Uint8Array([0]));
+    const store = scratch.store(root, { log });
+    await store.chainOf(join(root, "sub"));
+    await store.settle([root, join(root, "sub")]);
+    await store.settle([root, join(root, "sub")]);
+    expect(log.lines.map((line) => line.level)).toEqual(["warn", "warn"]);
+    expect(log.lines.map((line) => line.message).join("\n")).toContain(join(root, "sub/AGENTS.md"));
+    expect(log.lines.map((line) => line.message).join("\n")).toContain(`${join(root, "AGENTS.md")}: its frontmatter was dropped`);
+  });
+});
