@@ -1,164 +1,194 @@
 import type { PluginInput } from "@opencode-ai/plugin";
-import { realpath, stat } from "node:fs/promises";
-import { basename, dirname, join } from "node:path";
-import { ContextCache, type CachedFile } from "./cache.ts";
-import { condense } from "./condense.ts";
-import { discover, walkUp } from "./discover.ts";
+import { join, relative } from "node:path";
+import { compose, wholeSection, type BlockKind, type Composed } from "./block/compose.ts";
+import { disposeTokens } from "./block/tokens.ts";
+import type { FileVersion } from "./files/contained.ts";
+import { FileStore } from "./files/store.ts";
+import { prunedCarriers, readHistory } from "./host/history.ts";
+import { HOST_MARKER, hostCarries, hostEntryPaths, stripReminder } from "./host/instructions.ts";
+import { toolPaths } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
 import type { ResolvedOptions } from "./options.ts";
-import { isInside, touchedDirectories } from "./paths.ts";
-import { render, type Measure } from "./render.ts";
-import { Sessions, type Memo, type SessionState } from "./sessions.ts";
-import { loadTokenizer, measurer } from "./tokens.ts";
-import { DirectoryWatcher } from "./watch.ts";
+import { hierarchyOf, type Hierarchy } from "./session/hierarchy.ts";
+import { SYSTEM_CARRIER, type Held, type Session } from "./session/session.ts";
+import { Sessions } from "./session/sessions.ts";
 
 export interface EngineSettings {
   /** Where relative tool paths resolve and where every session's own chain starts. */
   directory: string;
-  /** The walk's upper bound. */
+  /** The walk's upper bound, as OpenCode names it. */
   worktree: string;
   options: ResolvedOptions;
   log: Logger;
   client: PluginInput["client"] | undefined;
 }
 
-/** What a directory a session touched stands for on disk. */
-interface Start {
-  /** Real directory the walk starts from (the nearest one that exists). */
-  dir: string;
-  /** The first directory below it that does not exist yet, if the touched path is not there. */
-  missing?: string;
+/** A tool's result as `tool.execute.after` gets it (MCP tools give other shapes: left alone). */
+export interface ToolResult {
+  output?: unknown;
+  metadata?: unknown;
 }
 
 const HISTORY_TIMEOUT_MS = 3000;
-const HOST_INSTRUCTIONS = "Instructions from: ";
+/** Below this many tokens left in a step, nothing more is delivered until the next step. */
+const MIN_DELIVERY_TOKENS = 64;
 
 /**
- * The plugin's shared state and the work behind every hook: touched paths per session, one
- * watched cache of context files, and the memoized block each session gets.
+ * The plugin's shared state and the work behind every hook: what each session touched, one store
+ * of context files for all sessions, and what each session's conversation already holds, so that
+ * every file reaches the model once, fresh, and the system prompt stays byte-identical between
+ * compactions (delivery "stable"), or is rebuilt every step (delivery "system").
  */
 export class Engine {
-  readonly cache: ContextCache;
-  readonly watcher: DirectoryWatcher | undefined;
   readonly sessions: Sessions;
-  /** Validate by stat before every step: no watcher was asked for, or it failed. */
-  private statMode: boolean;
   private disposed = false;
-  private readonly starts = new Map<string, Start>();
-  /**
-   * What is good only while the cache's generation holds (any change bumps it): where paths that
-   * did not exist lead, and the chain of files from each start directory. A session that touches a
-   * new directory then costs one new walk, not a walk per directory it ever touched.
-   */
-  private readonly missingStarts = new Map<string, Start>();
-  private readonly chains = new Map<string, CachedFile[] | Promise<CachedFile[]>>();
-  /** The directories a walk from each start directory visits (pure, so kept for good). */
-  private readonly walks = new Map<string, readonly string[]>();
-  private generationSeen = -1;
-  private readonly realPaths = new Map<string, Promise<string>>();
-  private measuring: Promise<Measure<CachedFile>> | undefined;
+  /** The hierarchy last computed per session, with what it was computed from. */
+  private readonly hierarchies = new WeakMap<Session, { key: string; hierarchy: Hierarchy }>();
 
   private constructor(
     private readonly settings: EngineSettings,
-    /** The worktree with symlinks resolved: every containment decision is made against it. */
-    readonly realRoot: string,
+    readonly store: FileStore,
   ) {
-    const { options, log } = settings;
-    this.sessions = new Sessions(options.maxTouchedDirs);
-    this.statMode = !options.watch;
-    this.watcher = options.watch
-      ? new DirectoryWatcher({
-          fileNames: options.fileNames,
-          capacity: options.maxWatchedDirs,
-          onChange: (dir) => void this.cache.revalidate([dir]),
-          onStructure: (dir) => this.cache.invalidate(dir),
-          onFailure: (error) => {
-            this.statMode = true;
-            log.log("warn", `file watching stopped (${error.message}); context files are now checked by stat before every step`);
-          },
-        })
-      : undefined;
-    this.cache = new ContextCache({
-      realRoot,
-      fileNames: options.fileNames,
-      maxFileBytes: options.maxFileBytes,
-      log,
-      onLookup: (dir, exists) => (exists ? this.watcher?.watch(dir) : this.watcher?.expect(dir)),
-    });
+    this.sessions = new Sessions(settings.options.maxTouchedDirs, (sessionID) => store.release(sessionID));
   }
 
   static async create(settings: EngineSettings): Promise<Engine> {
-    const realRoot = await realpath(settings.worktree).catch(() => settings.worktree);
-    return new Engine(settings, realRoot);
+    const { options, log } = settings;
+    const store = new FileStore({
+      worktree: settings.worktree,
+      fileNames: options.fileNames,
+      maxDepth: options.maxDepth,
+      maxFileBytes: options.maxFileBytes,
+      maxCacheBytes: options.maxCacheBytes,
+      watch: options.watch,
+      maxWatchedDirs: options.maxWatchedDirs,
+      log,
+    });
+    return new Engine(settings, store);
+  }
+
+  get delivery(): "stable" | "system" {
+    return this.settings.options.delivery;
   }
 
   /** Records what a tool call touches. Synchronous and free of I/O: it runs before every tool. */
   touch(sessionID: string, tool: unknown, args: unknown): void {
     if (this.disposed) return;
-    const dirs = touchedDirectories(tool, args, this.settings.directory, this.settings.worktree);
-    if (dirs.length > 0) this.sessions.get(sessionID).touch(dirs);
-  }
-
-  /** The block for the session's next step, given the system prompt the host built for it. */
-  async blockFor(sessionID: string, system: readonly string[]): Promise<Memo | undefined> {
-    if (this.disposed) return undefined;
-    const session = this.sessions.get(sessionID);
-    const hostKey = this.hostKeyOf(system);
-    if (hostKey !== session.hostKey) {
-      const hostPaths = await this.hostPaths(hostKey);
-      session.hostKey = hostKey;
-      session.hostPaths = hostPaths;
-    }
-    return this.memoFor(sessionID, session);
-  }
-
-  /** The closest-first copy for the compaction summarizer. */
-  async compactionCopy(sessionID: string): Promise<string> {
-    if (this.disposed) return "";
-    const session = this.sessions.get(sessionID);
-    const memo = await this.memoFor(sessionID, session);
-    const order = new Map(memo.files.map((file, index) => [file.path, index]));
-    const closestFirst = [...memo.files].sort(
-      (a, b) => depth(b.dir) - depth(a.dir) || order.get(b.path)! - order.get(a.path)!,
-    );
-    return condense(closestFirst, this.settings.options.compactionTokens, await this.measure());
+    const paths = toolPaths(tool, args, this.settings.directory, this.settings.worktree);
+    if (paths.length > 0) this.sessions.get(sessionID).touch(paths);
   }
 
   /**
-   * After a tool ran, or a user message arrived, a stat check of everything the session's block
-   * depends on starts, and the next step waits for it. Every step follows one of the two, so a file
-   * the agent wrote, a bash command changed, or the user edited between messages shows in the very
-   * next step, watched or not; the watcher only makes the change known sooner.
+   * The block for this step's system prompt. Stable delivery: the frozen block, built again only at
+   * the session's start, after a compaction, or when a pruned tool output sends files back.
    */
-  checkBeforeNextStep(sessionID: string): void {
-    if (this.disposed) return;
+  async system(sessionID: string, prompt: readonly string[]): Promise<string> {
+    if (this.disposed) return "";
     const session = this.sessions.get(sessionID);
-    if (session.memo === undefined) return;
-    // Tool calls of one step run in parallel: one check in flight, and one more after it if asked
-    // meanwhile, rather than a full check per call.
-    if (session.validating !== undefined) {
-      session.recheck = true;
-      return;
+    await this.restore(session);
+    session.stepTokensLeft = this.settings.options.deliveryTokens;
+    const host = prompt[0] ?? "";
+    if (this.delivery === "system") {
+      const hierarchy = await this.fresh(session);
+      this.judgeHost(session, host, hierarchy);
+      const held = (file: FileVersion) => session.known(file.path)?.sha256 === file.sha256;
+      const items = this.items(hierarchy, (file) => !session.hostPaths.has(file.path) && !held(file));
+      return (await this.compose("system", items, this.settings.options.systemTokens)).text;
     }
-    session.validating = (async () => {
-      try {
-        do {
-          session.recheck = false;
-          if (session.memo !== undefined) await this.validate(session.memo);
-        } while (session.recheck);
-        session.checked = true;
-      } catch (error) {
-        this.settings.log.once(`check:${String(error)}`, "warn", `checking context files failed: ${String(error)}`);
-      } finally {
-        session.validating = undefined;
-      }
-    })();
+    if (session.rebuild === undefined && session.returning.size === 0 && session.system !== undefined) {
+      // The host's own files only matter when the block is built; judging them costs a string compare.
+      if (host !== session.hostPrompt) this.judgeHost(session, host, this.current(session));
+      return session.system.text;
+    }
+    const hierarchy = await this.fresh(session);
+    this.judgeHost(session, host, hierarchy);
+    const previous = session.system?.paths ?? new Set<string>();
+    const rebuild = session.rebuild;
+    if (rebuild === "compacted") session.dropAll();
+    const keep = (file: FileVersion) =>
+      !session.hostPaths.has(file.path) &&
+      (rebuild !== undefined && rebuild !== "pruned" ? true : previous.has(file.path) || session.returning.has(file.path));
+    const items = this.items(hierarchy, keep);
+    const composed = await this.compose("system", items, this.settings.options.systemTokens);
+    this.remember(session, composed, SYSTEM_CARRIER, hierarchy);
+    session.system = { text: composed.text, paths: new Set(items.map((item) => item.file.path)) };
+    session.rebuild = undefined;
+    session.returning.clear();
+    return composed.text;
   }
 
-  /** The session's memo as of now (what its next step will carry). */
-  async current(sessionID: string): Promise<Memo | undefined> {
-    if (this.disposed) return undefined;
-    return this.memoFor(sessionID, this.sessions.get(sessionID));
+  /**
+   * After a tool ran: OpenCode's own reminder copy of a file the conversation already holds whole
+   * is removed, and (stable delivery) the files this call reached, or that changed since the
+   * conversation got them, are appended to its output.
+   */
+  async afterTool(sessionID: string, tool: unknown, callID: unknown, args: unknown, result: ToolResult): Promise<void> {
+    if (this.disposed || typeof result?.output !== "string") return;
+    const session = this.sessions.get(sessionID);
+    const carrier = typeof callID === "string" && callID !== "" ? callID : `call-${Date.now()}`;
+    await session.serially(async () => {
+      await this.restore(session);
+      const hierarchy = await this.fresh(session);
+      const loaded = tool === "read" ? strings((result.metadata as { loaded?: unknown } | undefined)?.loaded) : [];
+      if (loaded.length > 0) await this.judgeReminder(session, hierarchy, carrier, loaded, result);
+      if (this.delivery !== "stable") return;
+      const reached = new Set(toolPaths(tool, args, this.settings.directory, this.settings.worktree).map((touch) => touch.path));
+      const text = await this.deliver(session, hierarchy, carrier, reached);
+      if (text !== "") result.output = `${result.output as string}\n\n${text}`;
+    });
+  }
+
+  /** A user message (stable delivery): what changed since the conversation got it rides along as a text part. */
+  async userMessage(sessionID: string, messageID: string): Promise<string> {
+    if (this.disposed || this.delivery !== "stable") return "";
+    const session = this.sessions.get(sessionID);
+    return session.serially(async () => {
+      await this.restore(session);
+      // A user message starts a step of its own.
+      session.stepTokensLeft = this.settings.options.deliveryTokens;
+      return this.deliver(session, await this.fresh(session), messageID, new Set());
+    });
+  }
+
+  /** OpenCode's messages as about to be sent: a pruned tool output that carried a file sends it back to the system block. */
+  observe(messages: unknown): void {
+    if (this.disposed) return;
+    const pruned = prunedCarriers(messages, (sessionID, callID) => this.sessions.peek(sessionID)?.carries(callID) === true);
+    for (const [sessionID, carriers] of pruned) {
+      const session = this.sessions.peek(sessionID);
+      if (session === undefined) continue;
+      for (const carrier of carriers) for (const path of session.pruned(carrier)) session.returning.add(path);
+    }
+  }
+
+  /** The session was compacted: its next step gets its whole hierarchy in the system block. */
+  compacted(sessionID: string): void {
+    const session = this.sessions.peek(sessionID);
+    if (session === undefined) return;
+    session.rebuild = "compacted";
+    session.returning.clear();
+  }
+
+  /** The closest-first copy for the compaction summarizer, within `compactionTokens`. */
+  async compactionCopy(sessionID: string): Promise<string> {
+    if (this.disposed) return "";
+    const session = this.sessions.get(sessionID);
+    await this.restore(session);
+    const hierarchy = await this.fresh(session);
+    return (await this.compose("compaction", this.items(hierarchy, () => true), this.settings.options.compactionTokens)).text;
+  }
+
+  /** What a session's next step is made of: for `explain` and tests. */
+  async inspect(sessionID: string): Promise<{ hierarchy: Hierarchy; system: Composed; compaction: Composed }> {
+    const session = this.sessions.get(sessionID);
+    await this.restore(session);
+    const hierarchy = await this.fresh(session);
+    const all = this.items(hierarchy, () => true);
+    return {
+      hierarchy,
+      system: await this.compose("system", all, this.settings.options.systemTokens),
+      compaction: await this.compose("compaction", all, this.settings.options.compactionTokens),
+    };
   }
 
   forget(sessionID: string): void {
@@ -168,144 +198,176 @@ export class Engine {
   async dispose(): Promise<void> {
     this.disposed = true;
     this.sessions.clear();
-    this.cache.clear();
-    this.starts.clear();
-    this.missingStarts.clear();
-    this.chains.clear();
-    this.walks.clear();
-    await this.watcher?.close();
-  }
-
-  private async memoFor(sessionID: string, session: SessionState): Promise<Memo> {
-    session.restoring ??= this.restore(sessionID, session);
-    await session.restoring;
-    await session.validating;
-    // Without a watcher, check before the step, unless a check at the step boundary just did.
-    if (this.statMode && session.memo !== undefined && !session.checked) await this.validate(session.memo);
-    session.checked = false;
-    const memo = session.memo;
-    if (
-      memo !== undefined &&
-      memo.generation === this.cache.generation &&
-      memo.version === session.version &&
-      memo.hostKey === session.hostKey
-    ) {
-      return memo;
-    }
-    const fresh = await this.compute(session);
-    session.memo = fresh;
-    return fresh;
-  }
-
-  /** Checks by stat what `memo` was computed from: its directories' files, and directories it found missing. */
-  private async validate(memo: Memo): Promise<void> {
-    const appeared = await Promise.all(memo.missing.map((dir) => stat(dir).then(() => true, () => false)));
-    if (appeared.includes(true)) this.cache.invalidate(memo.missing[appeared.indexOf(true)]!);
-    await this.cache.revalidate(memo.dirs);
-  }
-
-  private async compute(session: SessionState): Promise<Memo> {
-    // Read before any await: if the cache changes while computing, this memo is already stale.
-    const generation = this.cache.generation;
-    const version = session.version;
-    const { hostKey, hostPaths } = session;
-    const { systemTokens } = this.settings.options;
-
-    if (this.generationSeen !== generation) {
-      this.missingStarts.clear();
-      this.chains.clear();
-      this.generationSeen = generation;
-    }
-    // Known answers are taken as they are: only what is new costs a promise.
-    const starts = await settle([this.settings.directory, ...session.touched].map((path) => this.starts.get(path) ?? this.missingStarts.get(path) ?? this.resolve(path)));
-    const startDirs = new Set<string>();
-    const missing: string[] = [];
-    for (const start of starts) {
-      if (start === undefined) continue;
-      startDirs.add(start.dir);
-      if (start.missing === undefined) continue;
-      missing.push(start.missing);
-      this.watcher?.expect(start.missing);
-    }
-    const dirs = new Set<string>();
-    const chains = await settle(
-      [...startDirs].map((dir) => {
-        for (const visited of this.walkOf(dir)) dirs.add(visited);
-        return this.chainOf(dir, generation);
-      }),
-    );
-
-    const files: CachedFile[] = [];
-    const seen = new Set<string>();
-    for (const chain of chains) {
-      for (const file of chain) {
-        if (seen.has(file.path)) continue;
-        seen.add(file.path);
-        files.push(file);
-      }
-    }
-    const shown = files.filter((file) => !hostPaths.has(file.path));
-    const rendered = render(shown, systemTokens, await this.measure());
-    const whole = new Set(shown.filter((file) => rendered.whole.has(file.rel)).map((file) => file.path));
-    return { generation, version, hostKey, block: rendered.text, files, whole, dirs: [...dirs], missing };
-  }
-
-  private walkOf(dir: string): readonly string[] {
-    let walk = this.walks.get(dir);
-    if (walk === undefined) {
-      walk = walkUp(dir, this.realRoot, this.settings.options.maxDepth);
-      this.walks.set(dir, walk);
-    }
-    return walk;
-  }
-
-  /** The files that apply to `dir` (root first), walked once per generation. */
-  private chainOf(dir: string, generation: number): CachedFile[] | Promise<CachedFile[]> {
-    const known = this.chains.get(dir);
-    if (known !== undefined) return known;
-    const walking = discover(this.walkOf(dir), (visited) => this.cache.lookup(visited));
-    this.chains.set(dir, walking);
-    walking.then(
-      (chain) => {
-        if (this.generationSeen === generation && this.chains.get(dir) === walking) this.chains.set(dir, chain);
-      },
-      // The step that awaits it reports the failure; the walk is tried again next time.
-      () => this.chains.get(dir) === walking && this.chains.delete(dir),
-    );
-    return walking;
+    this.store.dispose();
+    await disposeTokens();
   }
 
   /**
-   * Where a touched path's walk starts: its real directory (a file's parent), or for a path that
-   * does not exist yet, its nearest existing ancestor. Undefined when it lies outside the worktree
-   * once symlinks are resolved.
+   * The session's hierarchy after a freshness check of everything it was read from: every change
+   * written before this call is in it.
    */
-  private async resolve(path: string): Promise<Start | undefined> {
-    const generation = this.cache.generation;
-    let existing = path;
-    let missing: string | undefined;
-    for (;;) {
-      try {
-        const real = await realpath(existing);
-        const info = await stat(real);
-        const dir = info.isDirectory() ? real : dirname(real);
-        if (!isInside(dir, this.realRoot)) return undefined;
-        const start: Start = missing === undefined ? { dir } : { dir, missing: join(dir, basename(missing)) };
-        // A path that exists keeps its answer; a missing one only until something changes.
-        if (missing === undefined) this.starts.set(path, start);
-        else if (generation === this.generationSeen) this.missingStarts.set(path, start);
-        return start;
-      } catch {
-        const parent = dirname(existing);
-        if (parent === existing || !isInside(parent, this.settings.worktree)) return undefined;
-        missing = existing;
-        existing = parent;
+  private async fresh(session: Session): Promise<Hierarchy> {
+    // Reused or computed, the hierarchy is checked against disk; a change found means computing again
+    // (three rounds at most: a directory rewritten faster than it can be read is served as last read).
+    for (let round = 0; ; round++) {
+      const key = `${this.store.generation}:${session.version}`;
+      const memo = this.hierarchies.get(session);
+      let hierarchy = memo?.key === key ? memo.hierarchy : undefined;
+      if (hierarchy === undefined) {
+        hierarchy = await hierarchyOf(this.store, this.settings.directory, [...session.touched.values()]);
+        this.hierarchies.set(session, { key, hierarchy });
+        this.store.retain(session.id, hierarchy.dirs);
       }
+      const generation = this.store.generation;
+      await this.store.settle(hierarchy.dirs);
+      if (this.store.generation === generation || round === 2) return hierarchy;
     }
   }
 
-  /** Rebuilds the touches of a session this instance has not seen (continued in a new process, or forgotten). */
-  private async restore(sessionID: string, session: SessionState): Promise<void> {
+  /** The last hierarchy computed for the session, without a freshness check (judging the host's prompt between builds). */
+  private current(session: Session): Hierarchy | undefined {
+    return this.hierarchies.get(session)?.hierarchy;
+  }
+
+  /**
+   * Which of the session's files the host's system prompt carries itself: an entry OpenCode
+   * formatted for the file's path, followed by exactly the file's text. Judged again only when the
+   * prompt's text changes.
+   */
+  private judgeHost(session: Session, prompt: string, hierarchy: Hierarchy | undefined): void {
+    if (prompt === session.hostPrompt && hierarchy === undefined) return;
+    session.hostPrompt = prompt;
+    if (hierarchy === undefined) return;
+    const sessionStart = hierarchy.starts.get(this.settings.directory);
+    const sessionWalk = new Set(sessionStart === undefined ? [] : this.store.walkOf(sessionStart));
+    const carried = new Set<string>();
+    for (const named of hostEntryPaths(prompt)) {
+      const file = this.fileNamed(hierarchy, named);
+      if (file === undefined) continue;
+      // OpenCode re-reads its own chain (session directory up to the worktree) every step, so a copy
+      // of one of those may be newer than the store's; any other file must match to the byte.
+      if (sessionWalk.has(file.dir) || hostCarries(prompt, named, file.raw)) carried.add(file.path);
+    }
+    session.hostPaths = carried;
+  }
+
+  /**
+   * A read's reminder: an entry for a file the conversation (or the block) already holds whole at
+   * this version is removed; any other entry the read carries whole is what the conversation holds
+   * of that file from now on.
+   */
+  private async judgeReminder(session: Session, hierarchy: Hierarchy, carrier: string, loaded: readonly string[], result: ToolResult): Promise<void> {
+    const output = result.output as string;
+    const drop = new Map<string, string>();
+    for (const named of loaded) {
+      const file = this.fileNamed(hierarchy, named);
+      if (file === undefined || !output.includes(`${HOST_MARKER}${named}\n${file.raw}`)) continue;
+      const known = session.known(file.path);
+      const wholeAlready =
+        this.delivery === "system" ? await this.systemCarriesWhole(session, hierarchy, file) : known?.sha256 === file.sha256 && known.held === "whole";
+      if (wholeAlready) drop.set(named, file.raw);
+      else session.hold(file.path, { sha256: file.sha256, held: "whole", carrier, byHost: true, dir: file.dir });
+    }
+    if (drop.size > 0) result.output = stripReminder(output, loaded, drop);
+  }
+
+  /** Delivery "system": whether the block the next step gets carries `file` whole. */
+  private async systemCarriesWhole(session: Session, hierarchy: Hierarchy, file: FileVersion): Promise<boolean> {
+    const items = this.items(hierarchy, (candidate) => !session.hostPaths.has(candidate.path));
+    const composed = await this.compose("system", items, this.settings.options.systemTokens);
+    return composed.entries.some((entry) => entry.key === file.path && entry.state === "whole");
+  }
+
+  /**
+   * What the conversation lacks, as a block for a tool output or a user message: files changed since
+   * it got them, files it has never had (this call's first), deletions, and files known only by name
+   * that this call reached. Within the step's delivery budget; what does not fit follows later.
+   */
+  private async deliver(session: Session, hierarchy: Hierarchy, carrier: string, reached: ReadonlySet<string>): Promise<string> {
+    // Until the system block is (re)built it takes everything current: nothing to deliver before it.
+    if (session.system === undefined || session.rebuild !== undefined || session.returning.size > 0) return "";
+    const quietKey = `${this.store.generation}:${session.version}:${[...session.hostPaths].join("\n")}`;
+    if (quietKey === session.quietKey && reached.size === 0) return "";
+    const reachedDirs = new Set<string>();
+    for (const path of reached) {
+      const start = hierarchy.starts.get(path);
+      if (start !== undefined) for (const dir of this.store.walkOf(start)) reachedDirs.add(dir);
+    }
+    const updated: FileVersion[] = [];
+    const items: { file: FileVersion; tier: number }[] = [];
+    hierarchy.files.forEach((file, i) => {
+      if (session.hostPaths.has(file.path)) return;
+      const known = session.known(file.path);
+      if (known === undefined || (known.held === "named" && reachedDirs.has(file.dir))) items.push({ file, tier: hierarchy.tiers[i]! + 1 });
+      else if (known.sha256 !== file.sha256) updated.push(file);
+    });
+    const deleted: string[] = [];
+    for (const path of [...session.knownPaths()]) {
+      const known = session.known(path)!;
+      if (!hierarchy.byPath.has(path) && hierarchy.dirSet.has(known.dir)) deleted.push(path);
+    }
+    if (items.length === 0 && updated.length === 0 && deleted.length === 0) {
+      session.quietKey = quietKey;
+      return "";
+    }
+    if (session.stepTokensLeft < MIN_DELIVERY_TOKENS) return "";
+    const all = [...updated.map((file) => ({ file, tier: 0 })), ...items];
+    const composed = await this.compose("delivery", all, session.stepTokensLeft, {
+      updated: new Set(updated.map((file) => file.path)),
+      deleted: deleted.map((path) => this.relOf(path)),
+    });
+    for (const path of deleted) session.drop(path);
+    this.remember(session, composed, carrier, hierarchy);
+    session.stepTokensLeft -= composed.tokens;
+    if (composed.entries.every((entry) => entry.state === "whole" || entry.state === "cut")) session.quietKey = quietKey;
+    return composed.text;
+  }
+
+  /** Records what a composed block gave the model of each file. */
+  private remember(session: Session, composed: Composed, carrier: string, hierarchy: Hierarchy): void {
+    for (const entry of composed.entries) {
+      const file = hierarchy.byPath.get(entry.key);
+      if (file === undefined) continue;
+      const held: Held | undefined = entry.state === "whole" ? "whole" : entry.state === "cut" ? "cut" : carrier === SYSTEM_CARRIER && entry.state === "omitted" ? "named" : undefined;
+      if (held !== undefined) session.hold(file.path, { sha256: file.sha256, held, carrier, byHost: false, dir: file.dir });
+    }
+  }
+
+  private items(hierarchy: Hierarchy, keep: (file: FileVersion) => boolean): { file: FileVersion; tier: number }[] {
+    const items: { file: FileVersion; tier: number }[] = [];
+    hierarchy.files.forEach((file, i) => {
+      if (keep(file)) items.push({ file, tier: hierarchy.tiers[i]! });
+    });
+    return items;
+  }
+
+  private compose(kind: BlockKind, items: readonly { file: FileVersion; tier: number }[], budget: number, extras?: Parameters<typeof compose>[4]): Promise<Composed> {
+    return compose(kind, items, budget, this.settings.log, extras);
+  }
+
+  /** The file of the hierarchy a host path names: OpenCode names files by their lexical path, the store by their real one. */
+  private fileNamed(hierarchy: Hierarchy, named: string): FileVersion | undefined {
+    const direct = hierarchy.byPath.get(named);
+    if (direct !== undefined) return direct;
+    for (const file of hierarchy.files) if (join(this.settings.worktree, file.rel) === named) return file;
+    return undefined;
+  }
+
+  private relOf(path: string): string {
+    return relative(this.store.realRoot, path);
+  }
+
+  /**
+   * Rebuilds a session this process has not seen (continued with `opencode run -c`, or forgotten):
+   * its touches from the tool calls in its history, the files still carried by its tool outputs and
+   * messages, and a system block rebuilt from what it had at its start or last compaction.
+   */
+  private restore(session: Session): Promise<void> {
+    session.restoring ??= this.readBack(session);
+    return session.restoring;
+  }
+
+  private async readBack(session: Session): Promise<void> {
     const messages = this.settings.client?.session?.messages;
     if (typeof messages !== "function") return;
     let expire: () => void = () => {};
@@ -314,75 +376,39 @@ export class Engine {
     // A slow history read must not keep a finished process alive.
     timer.unref?.();
     try {
-      const response = await Promise.race([messages.call(this.settings.client!.session, { path: { id: sessionID } }), timeout]);
-      const history = (response as { data?: unknown } | undefined)?.data;
-      if (!Array.isArray(history)) return;
-      for (const message of history) {
-        const parts = (message as { parts?: unknown })?.parts;
-        if (!Array.isArray(parts)) continue;
-        for (const part of parts) {
-          const { type, tool, state } = (part ?? {}) as { type?: unknown; tool?: unknown; state?: { input?: unknown } };
-          if (type === "tool") {
-            session.touch(touchedDirectories(tool, state?.input, this.settings.directory, this.settings.worktree));
+      const response = await Promise.race([messages.call(this.settings.client!.session, { path: { id: session.id } }), timeout]);
+      const history = readHistory((response as { data?: unknown } | undefined)?.data);
+      if (history.calls.length === 0) return;
+      const touches = (calls: typeof history.calls) =>
+        calls.flatMap((call) => toolPaths(call.tool, call.input, this.settings.directory, this.settings.worktree));
+      // The system block it had: the hierarchy of the touches before its last compaction (none: its start).
+      session.touch(touches(history.calls.slice(0, history.compactedCalls)));
+      const baseline = await this.fresh(session);
+      session.system = { text: "", paths: new Set(baseline.files.map((file) => file.path)) };
+      session.rebuild = "pruned";
+      session.touch(touches(history.calls.slice(history.compactedCalls)));
+      const hierarchy = await this.fresh(session);
+      for (const carried of history.carried) {
+        for (const named of carried.loaded) {
+          const file = this.fileNamed(hierarchy, named);
+          if (file !== undefined && carried.text.includes(`${HOST_MARKER}${named}\n${file.raw}`)) {
+            session.hold(file.path, { sha256: file.sha256, held: "whole", carrier: carried.carrier, byHost: true, dir: file.dir });
           }
+        }
+        if (!carried.text.includes("<project-context")) continue;
+        for (const file of hierarchy.files) {
+          if (carried.text.includes(wholeSection(file))) session.hold(file.path, { sha256: file.sha256, held: "whole", carrier: carried.carrier, byHost: false, dir: file.dir });
         }
       }
     } catch (error) {
-      this.settings.log.once(`history:${sessionID}`, "warn", `could not read the history of session ${sessionID}: ${String(error)}`);
+      this.settings.log.once(`history:${session.id}`, "warn", `could not read the history of session ${session.id}: ${String(error)}`);
     } finally {
       clearTimeout(timer);
     }
   }
 
-  /**
-   * The host's own instruction files, from its `Instructions from: <path>` lines, found with a
-   * plain substring search: OpenCode builds a new system prompt string for every request, and
-   * comparing or regex-scanning all of it each time costs more than this.
-   */
-  private hostKeyOf(system: readonly string[]): string {
-    let key = "";
-    for (const part of system) {
-      for (let at = part.indexOf(HOST_INSTRUCTIONS); at !== -1; at = part.indexOf(HOST_INSTRUCTIONS, at + 1)) {
-        if (at > 0 && part[at - 1] !== "\n") continue;
-        const end = part.indexOf("\n", at);
-        const path = part.slice(at + HOST_INSTRUCTIONS.length, end === -1 ? undefined : end).trim();
-        key = key === "" ? path : `${key}\n${path}`;
-      }
-    }
-    return key;
-  }
-
-  private async hostPaths(hostKey: string): Promise<Set<string>> {
-    if (hostKey === "") return new Set();
-    const paths = hostKey.split("\n");
-    const real = await Promise.all(paths.map((path) => this.realPath(path)));
-    return new Set([...paths, ...real]);
-  }
-
-  /** `path` with symlinks resolved (itself if it cannot be), cached. */
-  realPath(path: string): Promise<string> {
-    let real = this.realPaths.get(path);
-    if (real === undefined) {
-      real = realpath(path).catch(() => path);
-      this.realPaths.set(path, real);
-    }
-    return real;
-  }
-
-  /** One measure for the instance, so what it remembers of short texts serves every step. */
-  private measure(): Promise<Measure<CachedFile>> {
-    this.measuring ??= loadTokenizer().then(measurer);
-    return this.measuring;
-  }
 }
 
-/** The values of `items`, awaiting only those that are promises. */
-async function settle<T>(items: readonly (T | Promise<T>)[]): Promise<T[]> {
-  return items.some((item) => item instanceof Promise) ? Promise.all(items) : (items as T[]);
-}
-
-function depth(dir: string): number {
-  let count = 0;
-  for (const char of dir) if (char === "/") count++;
-  return count;
+function strings(value: unknown): string[] {
+  return Array.isArray(value) ? value.filter((item): item is string => typeof item === "string") : [];
 }

@@ -3,12 +3,13 @@ import { Engine } from "./engine.ts";
 import { createChatMessage } from "./hooks/chat-message.ts";
 import { createCompacting } from "./hooks/compacting.ts";
 import { createEvent } from "./hooks/event.ts";
+import { createMessagesTransform } from "./hooks/messages-transform.ts";
 import { createSystemTransform } from "./hooks/system-transform.ts";
 import { createToolAfter } from "./hooks/tool-after.ts";
 import { createToolBefore } from "./hooks/tool-before.ts";
 import { createLogger } from "./log.ts";
 import { resolveOptions } from "./options.ts";
-import { loadTokenizer } from "./tokens.ts";
+import { VERSION } from "./version.ts";
 
 /**
  * OpenCode may call both exports of this module (default and named) with the same input, and a user
@@ -20,8 +21,8 @@ const REGISTRY = Symbol.for("opencode-project-context/started");
 const started: WeakSet<object> = ((globalThis as Record<symbol, WeakSet<object>>)[REGISTRY] ??= new WeakSet());
 
 /**
- * The plugin: injects the AGENTS.md hierarchy of the directories each session touches as one
- * `<project-context>` system message, keeps it fresh, and hands compaction a budgeted copy.
+ * The plugin: gives each session the AGENTS.md hierarchy of the directories it touches, once and
+ * fresh, in a prompt-cache-stable way, and hands compaction a budgeted copy.
  */
 export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Record<string, unknown>): Promise<Hooks> => {
   const log = createLogger(input?.client);
@@ -35,19 +36,19 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
     // so nothing above the project is ever read.
     const worktree = typeof input.worktree === "string" && input.worktree !== "" && input.worktree !== "/" ? input.worktree : directory;
     const engine = await Engine.create({ directory, worktree, options, log, client: input.client });
-    // Start loading the tokenizer now, without making start-up wait for it.
-    loadTokenizer().catch((error) => log.log("error", `could not load gpt-tokenizer: ${String(error)}`));
+    log.log("info", `project-context ${VERSION} started: worktree ${worktree}, delivery ${options.delivery}, watcher ${options.watch ? "on" : "off"}`);
     return {
       "tool.execute.before": createToolBefore(engine, log),
       "tool.execute.after": createToolAfter(engine, log),
       "chat.message": createChatMessage(engine, log),
+      "experimental.chat.messages.transform": createMessagesTransform(engine, log),
       "experimental.chat.system.transform": createSystemTransform(engine, log),
       "experimental.session.compacting": createCompacting(engine, log),
       event: createEvent(engine, log),
       dispose: () => engine.dispose().catch(() => {}),
     };
   } catch (error) {
-    log.log("error", `project-context is disabled for this instance: ${error instanceof Error ? error.message : String(error)}`);
+    log.log("error", `project-context failed to start and is off for this instance: ${error instanceof Error ? error.message : String(error)}`);
     return {};
   }
 };

@@ -21,6 +21,16 @@ export interface ProjectContextOptions {
   watch?: boolean;
   /** Directories watched at most (the first needed); the others are checked by stat at every step boundary. */
   maxWatchedDirs?: number;
+  /**
+   * "stable" (default): the system block holds what the session had at its start (after a compaction:
+   * its whole hierarchy then) and stays byte-identical until the next compaction; files reached
+   * mid-way ride once on the tool output that reached them. "system": the block is rebuilt every step.
+   */
+  delivery?: "stable" | "system";
+  /** Token budget of what one step may add to tool outputs and user messages (delivery "stable"). */
+  deliveryTokens?: number;
+  /** Bytes of context-file text the in-memory cache keeps at most; the least recently used goes first. */
+  maxCacheBytes?: number;
 }
 
 export type ResolvedOptions = Readonly<Required<ProjectContextOptions>>;
@@ -33,7 +43,10 @@ export const DEFAULT_OPTIONS: ResolvedOptions = Object.freeze({
   maxFileBytes: 128 * 1024,
   maxTouchedDirs: 4096,
   watch: true,
-  maxWatchedDirs: 1024,
+  maxWatchedDirs: 4096,
+  delivery: "stable",
+  deliveryTokens: 6000,
+  maxCacheBytes: 32 * 1024 * 1024,
 });
 
 type Field = keyof ProjectContextOptions;
@@ -54,6 +67,9 @@ function schemaOf({ z }: typeof import("zod")): { [K in Field]: z.ZodType } {
     maxTouchedDirs: z.number().int().min(1).max(1_000_000),
     watch: z.boolean(),
     maxWatchedDirs: z.number().int().min(0).max(100_000),
+    delivery: z.enum(["stable", "system"]),
+    deliveryTokens: z.number().int().min(0).max(1_000_000),
+    maxCacheBytes: z.number().int().min(1024 * 1024).max(4 * 1024 * 1024 * 1024),
   };
 }
 

@@ -5,9 +5,21 @@ import { guard } from "./guard.ts";
 
 type Hook = NonNullable<Hooks["chat.message"]>;
 
-/** A user message starts a step: whatever the user edited since the last one is checked first. */
+/**
+ * A user message: context files edited since the conversation got them (by the user in an editor,
+ * say) ride along as one more text part of the message. OpenCode stores a part a plugin adds as it
+ * is given and orders a message's parts by id, so the id sorts after the message's own parts.
+ */
 export function createChatMessage(engine: Engine, log: Logger): Hook {
-  return guard(log, "chat.message", (input: Parameters<Hook>[0]) => {
-    if (typeof input?.sessionID === "string") engine.checkBeforeNextStep(input.sessionID);
+  return guard(log, "chat.message", async (input: Parameters<Hook>[0], output: Parameters<Hook>[1]) => {
+    const message = output?.message as { id?: unknown } | undefined;
+    if (typeof input?.sessionID !== "string" || typeof message?.id !== "string" || !Array.isArray(output.parts)) return;
+    const text = await engine.userMessage(input.sessionID, message.id);
+    if (text === "") return;
+    const last = output.parts.reduce<string>((max, part) => {
+      const id = (part as { id?: unknown }).id;
+      return typeof id === "string" && id > max ? id : max;
+    }, `prt_${message.id}`);
+    output.parts.push({ id: `${last}~project-context`, sessionID: input.sessionID, messageID: message.id, type: "text", text, synthetic: true } as never);
   });
 }

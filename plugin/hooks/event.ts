@@ -5,12 +5,13 @@ import { guard } from "./guard.ts";
 
 type Hook = NonNullable<Hooks["event"]>;
 
-/** Frees a session's state when OpenCode deletes the session. */
+/** `session.deleted` frees everything the session held (its watches included); `session.compacted` rebuilds its system block. */
 export function createEvent(engine: Engine, log: Logger): Hook {
   return guard(log, "event", (input: Parameters<Hook>[0]) => {
-    const event = input?.event;
-    if (event?.type !== "session.deleted") return;
-    const id = (event.properties as { info?: { id?: unknown } } | undefined)?.info?.id;
-    if (typeof id === "string") engine.forget(id);
+    const event = input?.event as { type?: unknown; properties?: { sessionID?: unknown; info?: { id?: unknown } } } | undefined;
+    const sessionID = event?.properties?.sessionID ?? event?.properties?.info?.id;
+    if (typeof sessionID !== "string") return;
+    if (event?.type === "session.deleted") engine.forget(sessionID);
+    else if (event?.type === "session.compacted") engine.compacted(sessionID);
   });
 }

@@ -18,7 +18,7 @@ export function createSystemTransform(engine: Engine, log: Logger): Hook {
     if (typeof input?.sessionID !== "string" || !Array.isArray(system)) return;
     const first = system[0];
     if (typeof first === "string" && INTERNAL_AGENTS.some((prefix) => first.startsWith(prefix))) return;
-    const memo = await engine.blockFor(input.sessionID, system.filter((part): part is string => typeof part === "string"));
-    if (memo !== undefined && memo.block !== "") system.push(memo.block);
+    const block = await engine.system(input.sessionID, system.filter((part): part is string => typeof part === "string"));
+    if (block !== "") system.push(block);
   });
 }

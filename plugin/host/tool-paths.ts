@@ -1,0 +1,60 @@
+import { isAbsolute, resolve, sep } from "node:path";
+import { isInside } from "../paths.ts";
+
+/** Argument names that hold a file (or, for `read`, possibly a directory: the store decides by stat). */
+const FILE_KEYS = ["filePath", "file_path", "filepath", "file", "files"] as const;
+/** Argument names that hold a directory, or a path that may be either. */
+const DIRECTORY_KEYS = ["path", "paths", "workdir", "cwd", "directory", "dir"] as const;
+
+const PATCH_HEADER = /^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+)$/gm;
+
+/** Guards against hostile or malformed arguments: each bounds the work `tool.execute.before` may do. */
+const MAX_PATH_LENGTH = 4096;
+const MAX_PATHS_PER_CALL = 64;
+const MAX_PATCH_LENGTH = 1024 * 1024;
+
+export interface ToolPath {
+  /** Absolute, lexically inside the worktree (symlinks are settled later, on real paths). */
+  readonly path: string;
+  /** Named as a file (filePath, patch headers…) rather than a directory or either. */
+  readonly isFile: boolean;
+}
+
+/**
+ * The paths a tool call names, read from its arguments alone. Pure string work:
+ * `tool.execute.before` runs before every tool and must not wait on the filesystem.
+ */
+export function toolPaths(tool: unknown, args: unknown, sessionDir: string, worktree: string): ToolPath[] {
+  if (typeof args !== "object" || args === null || Array.isArray(args)) return [];
+  const record = args as Record<string, unknown>;
+  const found = new Map<string, boolean>();
+  const add = (raw: string, isFile: boolean) => {
+    if (found.size >= MAX_PATHS_PER_CALL) return;
+    const absolute = toAbsolute(raw, sessionDir);
+    if (absolute !== undefined && isInside(absolute, worktree) && !found.has(absolute)) found.set(absolute, isFile);
+  };
+  for (const key of FILE_KEYS) for (const value of strings(record[key])) add(value, true);
+  for (const key of DIRECTORY_KEYS) for (const value of strings(record[key])) add(value, false);
+  if (tool === "apply_patch" || tool === "patch" || typeof record.patchText === "string") {
+    const patch = record.patchText;
+    if (typeof patch === "string" && patch.length <= MAX_PATCH_LENGTH) {
+      for (const match of patch.matchAll(PATCH_HEADER)) add((match[1] ?? "").trim(), true);
+    }
+  }
+  return [...found].map(([path, isFile]) => ({ path, isFile }));
+}
+
+function strings(value: unknown): string[] {
+  if (typeof value === "string") return [value];
+  if (Array.isArray(value)) return value.filter((item): item is string => typeof item === "string").slice(0, MAX_PATHS_PER_CALL);
+  return [];
+}
+
+/** `undefined` for anything that is not a local path of this machine: URLs, `~`, NULs, Windows drives. */
+function toAbsolute(raw: string, base: string): string | undefined {
+  const value = raw.trim();
+  if (value.length === 0 || value.length > MAX_PATH_LENGTH || value.includes("\0")) return undefined;
+  if (value.startsWith("~") || /^[a-z][a-z0-9+.-]*:\/\//i.test(value)) return undefined;
+  if (sep === "/" && /^[a-z]:[\\/]/i.test(value)) return undefined;
+  return isAbsolute(value) ? resolve(value) : resolve(base, value);
+}

@@ -1,0 +1,70 @@
+import type { FileVersion } from "../files/contained.ts";
+import type { ToolPath } from "../host/tool-paths.ts";
+
+/** What a session's touched paths lead to: every context file that applies, most important first. */
+export interface Hierarchy {
+  /** Priority order: tier 0 (the chain of the path touched last, closest first), then each earlier touch's new files. */
+  readonly files: readonly FileVersion[];
+  readonly tiers: readonly number[];
+  readonly byPath: ReadonlyMap<string, FileVersion>;
+  /** The directories whose context files the hierarchy was read from: what freshness checks and watches cover. */
+  readonly dirs: readonly string[];
+  readonly dirSet: ReadonlySet<string>;
+  /** The real start directory of each touched path (absent when it lies outside the worktree). */
+  readonly starts: ReadonlyMap<string, string>;
+}
+
+/** The store's view the hierarchy is computed from (answers synchronously when it already knows). */
+export interface ChainSource {
+  resolveStart(path: string, isFile: boolean): string | undefined | Promise<string | undefined>;
+  chainOf(startDir: string): readonly FileVersion[] | Promise<readonly FileVersion[]>;
+  walkOf(startDir: string): readonly string[];
+}
+
+/**
+ * The hierarchy for `touches` (oldest first) with `sessionDir` as the oldest of all. Known answers are
+ * taken as they are: only what is new costs a promise.
+ */
+export async function hierarchyOf(source: ChainSource, sessionDir: string, touches: readonly ToolPath[]): Promise<Hierarchy> {
+  const newestFirst = [...touches].reverse();
+  newestFirst.push({ path: sessionDir, isFile: false });
+  const starts = await settle(newestFirst.map((touch) => source.resolveStart(touch.path, touch.isFile)));
+  const startByPath = new Map<string, string>();
+  const startDirs: string[] = [];
+  const seenStart = new Set<string>();
+  newestFirst.forEach((touch, i) => {
+    const start = starts[i];
+    if (start === undefined) return;
+    startByPath.set(touch.path, start);
+    if (!seenStart.has(start)) {
+      seenStart.add(start);
+      startDirs.push(start);
+    }
+  });
+  const chains = await settle(startDirs.map((dir) => source.chainOf(dir)));
+  const files: FileVersion[] = [];
+  const tiers: number[] = [];
+  const byPath = new Map<string, FileVersion>();
+  const dirSet = new Set<string>();
+  let tier = 0;
+  startDirs.forEach((dir, i) => {
+    for (const visited of source.walkOf(dir)) dirSet.add(visited);
+    const chain = chains[i]!;
+    let added = false;
+    for (let j = chain.length - 1; j >= 0; j--) {
+      const file = chain[j]!;
+      if (byPath.has(file.path)) continue;
+      byPath.set(file.path, file);
+      files.push(file);
+      tiers.push(tier);
+      added = true;
+    }
+    if (added) tier++;
+  });
+  return { files, tiers, byPath, dirs: [...dirSet], dirSet, starts: startByPath };
+}
+
+/** The values of `items`, awaiting only those that are promises. */
+export async function settle<T>(items: readonly (T | Promise<T>)[]): Promise<T[]> {
+  return items.some((item) => item instanceof Promise) ? Promise.all(items) : (items as T[]);
+}

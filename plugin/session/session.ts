@@ -1,0 +1,121 @@
+import type { ToolPath } from "../host/tool-paths.ts";
+
+/** How the model has a file: the whole text, a cut copy, or only its name (it did not fit). */
+export type Held = "whole" | "cut" | "named";
+
+/** What the conversation holds of one context file, and which part carries it. */
+export interface Known {
+  readonly sha256: string;
+  readonly held: Held;
+  /** "system" for the plugin's system block; else the tool call id or user message id whose text carries it. */
+  readonly carrier: string;
+  /** Carried by OpenCode's own read reminder, not by the plugin's text. */
+  readonly byHost: boolean;
+  /** The directory the file applies to: its deletion is noticed while that directory is on a chain. */
+  readonly dir: string;
+}
+
+export const SYSTEM_CARRIER = "system";
+
+/** Why the system block must be built again at the next step. */
+export type Rebuild = "start" | "compacted" | "pruned";
+
+/**
+ * One session's state: what it touched (oldest first, re-touching moves a path to the end), and,
+ * for cache-stable delivery, the frozen system block and what the conversation already holds.
+ */
+export class Session {
+  readonly touched = new Map<string, ToolPath>();
+  /** Grows with every change of `touched`, so memos know they are out of date. */
+  version = 0;
+  /** The frozen system block, and the files it was built from (real paths). */
+  system: { readonly text: string; readonly paths: ReadonlySet<string> } | undefined;
+  rebuild: Rebuild | undefined = "start";
+  /** Files that return to the system block at its next build: their carrier was pruned. */
+  readonly returning = new Set<string>();
+  private readonly knownFiles = new Map<string, Known>();
+  /** The files each carrier holds, so a pruned carrier is found without a scan. */
+  private readonly carried = new Map<string, Set<string>>();
+  /** Tokens the plugin may still add to tool outputs and user messages in this step. */
+  stepTokensLeft = 0;
+  /** Files the host's system prompt carries itself (real paths), and the prompt they were judged on. */
+  hostPaths: ReadonlySet<string> = new Set();
+  hostPrompt: string | undefined;
+  /** Rebuilt from history once when first met in this process (a continued or forgotten session). */
+  restoring: Promise<void> | undefined;
+  /** Delivery work runs one at a time per session: parallel tool calls must not deliver a file twice. */
+  private queue: Promise<unknown> = Promise.resolve();
+  /** The (cache generation, touch version, host) a diff last found nothing to deliver for. */
+  quietKey = "";
+
+  constructor(
+    readonly id: string,
+    private readonly maxTouched: number,
+  ) {}
+
+  private lastTouched: string | undefined;
+
+  touch(paths: readonly ToolPath[]): void {
+    for (const touched of paths) {
+      // Touching the latest path again changes nothing: the common case, kept free.
+      if (this.lastTouched === touched.path) continue;
+      this.lastTouched = touched.path;
+      this.touched.delete(touched.path);
+      this.touched.set(touched.path, touched);
+      this.version++;
+      if (this.touched.size > this.maxTouched) {
+        const oldest = this.touched.keys().next().value;
+        if (oldest !== undefined) this.touched.delete(oldest);
+      }
+    }
+  }
+
+  /** Runs `work` after every earlier piece of this session's delivery work. */
+  serially<T>(work: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(work, work);
+    this.queue = run.catch(() => {});
+    return run;
+  }
+
+  known(path: string): Known | undefined {
+    return this.knownFiles.get(path);
+  }
+
+  knownPaths(): IterableIterator<string> {
+    return this.knownFiles.keys();
+  }
+
+  hold(path: string, known: Known): void {
+    this.drop(path);
+    this.knownFiles.set(path, known);
+    let paths = this.carried.get(known.carrier);
+    if (paths === undefined) this.carried.set(known.carrier, (paths = new Set()));
+    paths.add(path);
+  }
+
+  drop(path: string): void {
+    const known = this.knownFiles.get(path);
+    if (known === undefined) return;
+    this.knownFiles.delete(path);
+    const paths = this.carried.get(known.carrier);
+    paths?.delete(path);
+    if (paths?.size === 0) this.carried.delete(known.carrier);
+  }
+
+  /** Forgets everything the conversation was known to hold (after a compaction summarized it away). */
+  dropAll(): void {
+    this.knownFiles.clear();
+    this.carried.clear();
+  }
+
+  carries(carrier: string): boolean {
+    return carrier !== SYSTEM_CARRIER && this.carried.has(carrier);
+  }
+
+  /** The files `carrier` held; they are no longer known to the model. */
+  pruned(carrier: string): string[] {
+    const paths = [...(this.carried.get(carrier) ?? [])];
+    for (const path of paths) this.drop(path);
+    return paths;
+  }
+}
