@@ -1,12 +1,15 @@
 import { describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { projects, sectionPaths } from "./helpers/harness.ts";
 
 const openProject = projects();
-const open = (options?: Record<string, unknown>, history: unknown[] = []) => openProject("monorepo", options, { history });
+// The block as rebuilt every step (delivery "system"): what sessions, the host's files and the budget put in it.
+const open = (options?: Record<string, unknown>, history: unknown[] = []) => openProject("monorepo", { delivery: "system", ...options }, { history });
 
+/** OpenCode's system prompt with its own instruction entries: `Instructions from: <path>` and then the file's exact text. */
 const hostHeader = (root: string, ...files: string[]) =>
-  ["You are opencode, an interactive CLI tool.", ...files.map((file) => `Instructions from: ${join(root, file)}\n(its text)`)].join("\n");
+  ["You are opencode, an interactive CLI tool.", ...files.map((file) => `Instructions from: ${join(root, file)}\n${readFileSync(join(root, file), "utf8")}`)].join("\n");
 
 describe("sessions", () => {
   test("sessions never see each other's paths", async () => {
@@ -66,6 +69,13 @@ describe("what the host already injected", () => {
     expect(sectionPaths(block)).toEqual(["apps/web/AGENTS.md"]);
   });
 
+  test("a host entry is a copy only when the file's exact text follows it (a nested file) or it is on OpenCode's own chain", async () => {
+    const plugin = await open();
+    await plugin.touch("s", "read", { filePath: "apps/web/src/App.tsx" });
+    const quoted = `You are opencode.\nInstructions from: ${join(plugin.root, "apps/web/AGENTS.md")}\n(a quoted line, not the file)`;
+    expect(sectionPaths(await plugin.step("s", quoted))).toEqual(["AGENTS.md", "apps/web/AGENTS.md"]);
+  });
+
   test("nothing is pushed when the host already has every file", async () => {
     const plugin = await open();
     await plugin.touch("s", "read", { filePath: "apps/web/src/App.tsx" });
@@ -88,7 +98,7 @@ describe("what the host already injected", () => {
     const output = {
       title: "App.tsx",
       metadata: { loaded: [file] },
-      output: `<file>\n00001| export function App() {}\n</file>\n\n<system-reminder>\nInstructions from: ${file}\n# Web app (React + Vite)\n</system-reminder>`,
+      output: `<file>\n00001| export function App() {}\n</file>\n\n<system-reminder>\nInstructions from: ${file}\n${readFileSync(file, "utf8")}\n</system-reminder>`,
     };
     await plugin.hooks["tool.execute.after"]!({ tool: "read", sessionID: "s", callID: "r", args }, output);
     expect(output.output).toBe("<file>\n00001| export function App() {}\n</file>");

@@ -11,15 +11,16 @@ async function explain(...args: string[]): Promise<{ code: number; stdout: strin
 }
 
 describe("explain", () => {
-  test("prints the tree of files that apply with token counts and reasons, then the exact block", async () => {
+  test("prints the files that apply with tokens, tier and reasons, then the system block, what rides on each tool call, and the compaction copy", async () => {
     const { code, stdout } = await explain("tests/fixtures/monorepo", "--worktree", "tests/fixtures/monorepo", "--touch", "services/api/plugins/payments/src/charge.ts");
     expect(code).toBe(0);
-    expect(stdout).toMatch(/AGENTS\.md {2}\d+ tokens {2}injected by OpenCode itself/);
-    expect(stdout).toMatch(/services\/api\/plugins\/payments\/AGENTS\.md {2}\d+ tokens {2}in the block; applies to touched services\/api\/plugins\/payments\/src\/charge\.ts/);
-    const [tree, block, copy] = stdout.split(/\n(?=The block the model gets|The compaction copy)/);
+    expect(stdout).toMatch(/ {2}AGENTS\.md {2}\d+ tokens {2}tier \d+ {2}in OpenCode's own prompt/);
+    expect(stdout).toMatch(/services\/api\/plugins\/payments\/AGENTS\.md {2}\d+ tokens {2}tier 0 {2}whole in a system-delivery block; applies to services\/api\/plugins\/payments\/src\/charge\.ts/);
+    const [tree, system, ride, copy] = stdout.split(/\n(?=The system block at|Appended to the output|The compaction copy)/);
     expect(tree).not.toContain("Web app");
-    expect(block).toContain('<context-file path="services/api/AGENTS.md">');
-    expect(block).not.toContain('<context-file path="AGENTS.md">');
+    expect(system).toContain("(nothing: every file that applies is already in OpenCode's own prompt)");
+    expect(ride).toContain('<context-file path="services/api/AGENTS.md">');
+    expect(ride).not.toContain('<context-file path="AGENTS.md">');
     expect(copy).toMatch(/^The compaction copy \(\d+ of 1000 tokens\):\n<project-context>/);
   });
 

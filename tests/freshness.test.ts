@@ -7,7 +7,9 @@ const openProject = projects();
 
 /** The monorepo fixture, with session "s" having touched services/api/src and seen its block. */
 async function open(options?: Record<string, unknown>): Promise<{ root: string; plugin: Started }> {
-  const plugin = await openProject("monorepo", options);
+  // These check the block rebuilt every step (delivery "system"); tests/delivery.test.ts checks how the
+  // default stable delivery carries the same edits on tool outputs and user messages.
+  const plugin = await openProject("monorepo", { delivery: "system", ...options });
   await plugin.touch("s", "read", { filePath: "services/api/src/server.ts" });
   expect(await plugin.step("s")).toContain("# API service");
   return { root: plugin.root, plugin };

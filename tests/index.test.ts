@@ -3,12 +3,14 @@ import * as entry from "../plugin/index.ts";
 import { fakeClient, tempProject } from "./helpers/harness.ts";
 import type { PluginInput } from "@opencode-ai/plugin";
 import pkg from "../package.json";
-import { resolve } from "node:path";
+import { VERSION } from "../plugin/version.ts";
 
 describe("the package entry", () => {
-  test("package.json exports the plugin entry", async () => {
-    const exported = await import(resolve(import.meta.dir, "..", pkg.exports["."]));
-    expect(exported.default).toBe(entry.ProjectContext);
+  test("package.json points every entry at the built plugin, and the start-up log names the package's version", () => {
+    expect(pkg.exports["."].import).toBe("./dist/plugin/index.js");
+    expect(pkg.main).toBe(pkg.exports["."].import);
+    // The built entry itself is loaded by OpenCode in tests/e2e/install.test.ts.
+    expect(VERSION).toBe(pkg.version);
   });
 
   test("exports only the plugin: once by name and as the default, nothing else callable", () => {

@@ -14,7 +14,10 @@ describe("resolveOptions", () => {
       maxFileBytes: 131072,
       maxTouchedDirs: 4096,
       watch: true,
-      maxWatchedDirs: 1024,
+      maxWatchedDirs: 4096,
+      delivery: "stable",
+      deliveryTokens: 6000,
+      maxCacheBytes: 33554432,
     });
   });
 

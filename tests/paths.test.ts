@@ -1,10 +1,14 @@
 import { describe, expect, test } from "bun:test";
-import { toolPaths, touchedDirectories } from "../plugin/paths.ts";
+import { dirname } from "node:path";
+import { toolPaths } from "../plugin/host/tool-paths.ts";
 
 const root = "/repo";
-const dirs = (tool: string, args: unknown, sessionDir = root) => touchedDirectories(tool, args, sessionDir, root);
+/** The directories a call names: a file's directory, or the directory itself (what a walk starts from for paths that exist as named). */
+const dirs = (tool: string, args: unknown, sessionDir = root) => [
+  ...new Set(toolPaths(tool, args, sessionDir, root).map(({ path, isFile }) => (isFile ? dirname(path) : path))),
+];
 
-describe("touchedDirectories", () => {
+describe("toolPaths", () => {
   test("read, edit and write name a file: its directory is touched", () => {
     expect(dirs("read", { filePath: "/repo/a/b/file.ts" })).toEqual(["/repo/a/b"]);
     expect(dirs("edit", { filePath: "a/x.ts", oldString: "1", newString: "2" })).toEqual(["/repo/a"]);

@@ -1,19 +1,10 @@
-import { loadTokenizer, measurer, type Measurable } from "../../plugin/tokens.ts";
+import { countTokens } from "gpt-tokenizer";
+import { splitUnits } from "../../plugin/block/units.ts";
 
-export const tokenizer = await loadTokenizer();
+const PLAIN = { allowedSpecial: new Set<string>(), disallowedSpecial: new Set<string>() };
 
-/** The plugin's measure, as render and condense get it from the engine. */
-export const measure = measurer(tokenizer);
-
-/** A section as the cache would hold it: nothing learnt of its tokens yet. */
-export const section = (rel: string, text: string): Measurable => ({
-  rel,
-  text,
-  bound: Buffer.byteLength(text),
-  tokens: undefined,
-  prefix: undefined,
-  heads: new Map(),
-});
+/** Tokens of a block as the plugin defines them: o200k_base counts of its units (lines), summed. */
+export const tokens = (text: string) => splitUnits(text).reduce((total, unit) => total + countTokens(unit, PLAIN), 0);
 
 /** `count` numbered lines of text labelled `label`. */
 export const lines = (label: string, count: number) =>

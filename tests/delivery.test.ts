@@ -1,0 +1,161 @@
+import { describe, expect, test } from "bun:test";
+import { readFile, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { projects, sectionPaths, type Started } from "./helpers/harness.ts";
+
+const openProject = projects();
+const open = (options?: Record<string, unknown>, history: unknown[] = []) => openProject("monorepo", options, { history });
+
+/** Runs a tool call as OpenCode does (before, then after with the tool's result) and returns the output the model gets. */
+async function tool(plugin: Started, sessionID: string, name: string, args: Record<string, unknown>, result = "tool result", metadata: Record<string, unknown> = {}) {
+  await plugin.touch(sessionID, name, args);
+  const output = { title: name, output: result, metadata };
+  await plugin.hooks["tool.execute.after"]!({ tool: name, sessionID, callID: `call-${sessionID}-${Math.random()}`, args } as never, output as never);
+  return output;
+}
+
+/** Runs chat.message for a new user message and returns the parts the plugin added. */
+async function userMessage(plugin: Started, sessionID: string) {
+  const message = { id: `msg_${Date.now()}_${Math.random()}`, sessionID, role: "user" };
+  const parts: { id: string; type: string; text?: string; messageID?: string }[] = [{ id: `prt_${message.id}_1`, type: "text", text: "go on" }];
+  await plugin.hooks["chat.message"]!({ sessionID, agent: "build" } as never, { message, parts } as never);
+  return parts.slice(1);
+}
+
+describe("stable delivery (the default)", () => {
+  test("the system block holds what the session had at its start and stays byte-identical; a new directory's file rides on the tool output that reached it, once", async () => {
+    const plugin = await open();
+    const first = await plugin.step("s");
+    expect(sectionPaths(first)).toEqual(["AGENTS.md"]);
+    const reached = await tool(plugin, "s", "edit", { filePath: "services/api/plugins/payments/src/charge.ts" });
+    expect(reached.output.startsWith("tool result\n\n<project-context")).toBe(true);
+    // Closest first: the file of the directory worked in leads.
+    expect(sectionPaths(reached.output)).toEqual(["services/api/plugins/payments/AGENTS.md", "services/api/AGENTS.md"]);
+    expect(await plugin.step("s")).toBe(first);
+    const again = await tool(plugin, "s", "read", { filePath: "services/api/plugins/payments/src/charge.ts" });
+    expect(again.output).toBe("tool result");
+    expect(await plugin.step("s")).toBe(first);
+  });
+
+  test("an edit to a delivered file arrives as its new text on the next tool output; the system block does not move", async () => {
+    const plugin = await open();
+    const first = await plugin.step("s");
+    await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" });
+    await writeFile(join(plugin.root, "apps/web/AGENTS.md"), "# Web\nUse signals now.\n");
+    const next = await tool(plugin, "s", "grep", { pattern: "x", path: "services/api" });
+    expect(next.output).toContain("Use signals now.");
+    expect(next.output).toContain('status="updated"');
+    expect(await plugin.step("s")).toBe(first);
+  });
+
+  test("an edit to a file of the system block made between messages rides on the next user message", async () => {
+    const plugin = await open();
+    const first = await plugin.step("s");
+    await writeFile(join(plugin.root, "AGENTS.md"), "# Root\nAlways run the linter.\n");
+    const parts = await userMessage(plugin, "s");
+    expect(parts).toHaveLength(1);
+    expect(parts[0]!.text).toContain("Always run the linter.");
+    expect(await plugin.step("s")).toBe(first);
+    expect(await userMessage(plugin, "s")).toHaveLength(0);
+  });
+
+  test("four tool calls of one step reaching the same directory deliver its file once", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    const outputs = await Promise.all(
+      ["a.ts", "b.ts", "c.ts", "d.ts"].map((name) => tool(plugin, "s", "read", { filePath: `apps/web/src/${name}` })),
+    );
+    const carrying = outputs.filter((output) => output.output.includes("apps/web/AGENTS.md"));
+    expect(carrying).toHaveLength(1);
+  });
+
+  test("after a compaction the system block holds the whole hierarchy, and nothing is delivered twice", async () => {
+    const plugin = await open();
+    const first = await plugin.step("s");
+    await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" });
+    await plugin.hooks.event!({ event: { type: "session.compacted", properties: { sessionID: "s" } } } as never);
+    const rebuilt = await plugin.step("s");
+    expect(rebuilt).not.toBe(first);
+    expect(sectionPaths(rebuilt)).toEqual(["AGENTS.md", "apps/web/AGENTS.md"]);
+    expect((await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" })).output).toBe("tool result");
+    expect(await plugin.step("s")).toBe(rebuilt);
+  });
+
+  test("a pruned tool output sends the files it carried back to the system block", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    await plugin.touch("s", "read", { filePath: "apps/web/src/App.tsx" });
+    const output = { title: "read", output: "x", metadata: {} };
+    await plugin.hooks["tool.execute.after"]!({ tool: "read", sessionID: "s", callID: "call-pruned", args: { filePath: "apps/web/src/App.tsx" } } as never, output as never);
+    expect(output.output).toContain("apps/web/AGENTS.md");
+    const messages = [
+      {
+        info: { id: "msg_1", sessionID: "s", role: "assistant" },
+        parts: [{ type: "tool", callID: "call-pruned", tool: "read", state: { status: "completed", output: output.output, time: { start: 1, end: 2, compacted: 3 } } }],
+      },
+    ];
+    await plugin.hooks["experimental.chat.messages.transform"]!({} as never, { messages } as never);
+    expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md", "apps/web/AGENTS.md"]);
+  });
+
+  test("a deleted file is announced once", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" });
+    await rm(join(plugin.root, "apps/web/AGENTS.md"));
+    const next = await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" });
+    expect(next.output).toContain("apps/web/AGENTS.md was deleted");
+    expect((await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" })).output).toBe("tool result");
+  });
+
+  test("OpenCode's read reminder counts as the delivery; its second copy of the same file is removed", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    const path = join(plugin.root, "apps/web/AGENTS.md");
+    const raw = await readFile(path, "utf8");
+    const reminder = `\n\n<system-reminder>\nInstructions from: ${path}\n${raw}\n</system-reminder>`;
+    const first = await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" }, `<content>1: x</content>${reminder}`, { loaded: [path] });
+    expect(first.output).toBe(`<content>1: x</content>${reminder}`);
+    const second = await tool(plugin, "s", "read", { filePath: "apps/web/src/index.ts" }, `<content>1: y</content>${reminder}`, { loaded: [path] });
+    expect(second.output).toBe("<content>1: y</content>");
+  });
+
+  test("a file the host's prompt carries is not repeated; a quoted marker line inside another file does not count", async () => {
+    const plugin = await open();
+    const rootPath = join(plugin.root, "AGENTS.md");
+    const raw = await readFile(rootPath, "utf8");
+    const header = `You are opencode.\nInstructions from: ${rootPath}\n${raw}`;
+    expect(await plugin.step("s", header)).toBeUndefined();
+    const nested = join(plugin.root, "apps/web/AGENTS.md");
+    const quoting = `You are opencode.\nInstructions from: ${rootPath}\n${raw}\nInstructions from: ${nested}\nnot the file's text`;
+    await plugin.step("t", quoting);
+    const reached = await tool(plugin, "t", "read", { filePath: "apps/web/src/App.tsx" });
+    expect(sectionPaths(reached.output)).toEqual(["apps/web/AGENTS.md"]);
+  });
+
+  test("a continued session is rebuilt from its history: what its tool outputs still carry is not sent again", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    const delivered = await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" });
+    const history = [
+      { info: { id: "msg_1", role: "user", sessionID: "c" }, parts: [{ type: "text", text: "hi" }] },
+      {
+        info: { id: "msg_2", role: "assistant", sessionID: "c" },
+        parts: [{ type: "tool", callID: "call-1", tool: "read", state: { status: "completed", input: { filePath: "apps/web/src/App.tsx" }, output: delivered.output, time: { start: 1, end: 2 } } }],
+      },
+    ];
+    const continued = await open({}, history);
+    expect(sectionPaths(await continued.step("c"))).toEqual(["AGENTS.md"]);
+    expect((await tool(continued, "c", "read", { filePath: "apps/web/src/App.tsx" })).output).toBe("tool result");
+  });
+});
+
+describe("delivery: system", () => {
+  test("the block is rebuilt every step with everything the session reached", async () => {
+    const plugin = await open({ delivery: "system" });
+    await plugin.step("s");
+    const reached = await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" });
+    expect(reached.output).toBe("tool result");
+    expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md", "apps/web/AGENTS.md"]);
+  });
+});
