@@ -91,9 +91,14 @@ export class Engine {
     if (this.delivery === "system") {
       const hierarchy = await this.fresh(session);
       this.judgeHost(session, host, hierarchy);
+      // The same inputs give the same bytes: built again only when the hierarchy, the host's files or what the conversation holds changed.
+      const key = `${this.hierarchies.get(session)?.key}:${[...session.hostPaths].join("\n")}:${session.heldRevision}`;
+      if (session.systemMemo?.key === key) return session.systemMemo.text;
       const held = (file: FileVersion) => session.known(file.path)?.sha256 === file.sha256;
       const items = this.items(hierarchy, (file) => !session.hostPaths.has(file.path) && !held(file));
-      return (await this.compose("system", items, this.settings.options.systemTokens)).text;
+      const { text } = await this.compose("system", items, this.settings.options.systemTokens);
+      session.systemMemo = { key, text };
+      return text;
     }
     if (session.rebuild === undefined && session.returning.size === 0 && session.system !== undefined) {
       // The host's own files only matter when the block is built; judging them costs a string compare.
@@ -286,13 +291,14 @@ export class Engine {
   private async deliver(session: Session, hierarchy: Hierarchy, carrier: string, reached: ReadonlySet<string>): Promise<string> {
     // Until the system block is (re)built it takes everything current: nothing to deliver before it.
     if (session.system === undefined || session.rebuild !== undefined || session.returning.size > 0) return "";
-    const quietKey = `${this.store.generation}:${session.version}:${[...session.hostPaths].join("\n")}`;
-    if (quietKey === session.quietKey && reached.size === 0) return "";
     const reachedDirs = new Set<string>();
     for (const path of reached) {
       const start = hierarchy.starts.get(path);
       if (start !== undefined) for (const dir of this.store.walkOf(start)) reachedDirs.add(dir);
     }
+    // Nothing changed since a diff found nothing to deliver: only files known by name can still be due.
+    const quietKey = `${this.store.generation}:${session.version}:${[...session.hostPaths].join("\n")}`;
+    if (quietKey === session.quietKey && ![...session.named()].some((path) => reachedDirs.has(hierarchy.byPath.get(path)?.dir ?? ""))) return "";
     const updated: FileVersion[] = [];
     const items: { file: FileVersion; tier: number }[] = [];
     hierarchy.files.forEach((file, i) => {

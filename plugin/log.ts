@@ -9,6 +9,11 @@ export interface Logger {
 }
 
 const SERVICE = "project-context";
+/**
+ * Distinct "once" keys remembered at most: a key names a file version or a fault, so a long session
+ * would otherwise grow the set forever. Past it the oldest are forgotten (and may speak again).
+ */
+const MAX_ONCE_KEYS = 4096;
 
 /**
  * Logs through OpenCode's app.log endpoint. Best effort by design: `console` would garble the TUI,
@@ -28,6 +33,7 @@ export function createLogger(client: Pick<PluginInput["client"], "app"> | undefi
     log,
     once(key, level, message, extra) {
       if (seen.has(key)) return;
+      if (seen.size >= MAX_ONCE_KEYS) seen.delete(seen.values().next().value!);
       seen.add(key);
       log(level, message, extra);
     },

@@ -34,6 +34,8 @@ export class Session {
   /** Files that return to the system block at its next build: their carrier was pruned. */
   readonly returning = new Set<string>();
   private readonly knownFiles = new Map<string, Known>();
+  /** Files known only by name: a tool call reaching their directory delivers them, so they are looked up on every call. */
+  private readonly namedFiles = new Set<string>();
   /** The files each carrier holds, so a pruned carrier is found without a scan. */
   private readonly carried = new Map<string, Set<string>>();
   /** Tokens the plugin may still add to tool outputs and user messages in this step. */
@@ -47,6 +49,10 @@ export class Session {
   private queue: Promise<unknown> = Promise.resolve();
   /** The (cache generation, touch version, host) a diff last found nothing to deliver for. */
   quietKey = "";
+  /** Grows whenever what the conversation holds changes: a memo of a block built around it is then stale. */
+  heldRevision = 0;
+  /** Delivery "system": the last block, and what it was built from. */
+  systemMemo: { readonly key: string; readonly text: string } | undefined;
 
   constructor(
     readonly id: string,
@@ -81,13 +87,19 @@ export class Session {
     return this.knownFiles.get(path);
   }
 
+  named(): ReadonlySet<string> {
+    return this.namedFiles;
+  }
+
   knownPaths(): IterableIterator<string> {
     return this.knownFiles.keys();
   }
 
   hold(path: string, known: Known): void {
     this.drop(path);
+    this.heldRevision++;
     this.knownFiles.set(path, known);
+    if (known.held === "named") this.namedFiles.add(path);
     let paths = this.carried.get(known.carrier);
     if (paths === undefined) this.carried.set(known.carrier, (paths = new Set()));
     paths.add(path);
@@ -96,7 +108,9 @@ export class Session {
   drop(path: string): void {
     const known = this.knownFiles.get(path);
     if (known === undefined) return;
+    this.heldRevision++;
     this.knownFiles.delete(path);
+    this.namedFiles.delete(path);
     const paths = this.carried.get(known.carrier);
     paths?.delete(path);
     if (paths?.size === 0) this.carried.delete(known.carrier);
@@ -104,7 +118,9 @@ export class Session {
 
   /** Forgets everything the conversation was known to hold (after a compaction summarized it away). */
   dropAll(): void {
+    this.heldRevision++;
     this.knownFiles.clear();
+    this.namedFiles.clear();
     this.carried.clear();
   }
 
