@@ -33,8 +33,8 @@ const inotify = (events: Event[]) => events.filter((event): event is Extract<Eve
 
 /**
  * Touch, step, see an outside edit through the watcher alone (no tool call in between), compact:
- * the plugin fully in use. Each session edits its own file: chokidar drops a second change to one
- * path within 50 ms (its throttle), which only the stat check at the next tool call would catch.
+ * the plugin fully in use. Stable delivery (the default): the edit to a file of the frozen system
+ * block arrives as its new text on the next user message (chat.message), seen by fs.watch + barrier.
  */
 const use = (session: string, file: string): Op[] => [
   { op: "touch", session, tool: "read", args: { filePath: "a/b/x.ts" } },
@@ -43,7 +43,7 @@ const use = (session: string, file: string): Op[] => [
   { op: "touch", session, tool: "write", args: { filePath: "new/dir/x.ts" } },
   { op: "step", session },
   { op: "write", path: file, text: `# edited\nEDITED-BY-${session}\n` },
-  { op: "stepUntil", session, contains: `EDITED-BY-${session}`, timeoutMs: 5000 },
+  { op: "stepUntil", session, contains: `EDITED-BY-${session}`, timeoutMs: 5000, via: "message" },
   { op: "compact", session },
 ];
 

@@ -1,22 +1,22 @@
-import { readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { writeFileSync } from "node:fs";
 
 /**
- * Collects the numbers behind the README's reliability section (inputs tried, faults injected,
- * what was lost) into one JSON file, `$HARDENING_FIGURES` or `<tmp>/pc-hardening-figures.json`.
+ * Collects the numbers behind the README's reliability section (inputs tried, faults injected, what
+ * was lost, timings). Kept in memory; written as one JSON file only when `$HARDENING_FIGURES` names
+ * one, so a plain `npm test` leaves nothing behind outside the checkout. Each test file runs in the
+ * same process, so the file gathers every file's figures; it is rewritten on each record.
  */
-export const FIGURES_FILE = process.env.HARDENING_FIGURES ?? join(tmpdir(), "pc-hardening-figures.json");
+export const FIGURES_FILE = process.env.HARDENING_FIGURES;
+
+const all: Record<string, unknown> = {};
 
 export const figures = {
   record(name: string, values: Record<string, unknown>): void {
-    let all: Record<string, unknown> = {};
-    try {
-      all = JSON.parse(readFileSync(FIGURES_FILE, "utf8")) as Record<string, unknown>;
-    } catch {
-      // first record
-    }
     all[name] = { ...values, at: new Date().toISOString() };
-    writeFileSync(FIGURES_FILE, `${JSON.stringify(all, null, 2)}\n`);
+    if (FIGURES_FILE !== undefined && FIGURES_FILE !== "") writeFileSync(FIGURES_FILE, `${JSON.stringify(all, null, 2)}\n`);
+  },
+  /** Everything recorded so far in this process. */
+  all(): Readonly<Record<string, unknown>> {
+    return all;
   },
 };

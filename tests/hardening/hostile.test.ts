@@ -75,7 +75,7 @@ describe("symlinks out of the worktree", () => {
     for (const copy of await plugin.compact("ses")) expect(leakedMarkers(copy)).toEqual([]);
     for (const link of ["linked-file/AGENTS.md", "linked-rel/CLAUDE.md", "agents-dir-link/AGENTS.md", "devices/AGENTS.md", "devices/CLAUDE.md"]) {
       const escaped = join(box.repo, link).replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-      expect(messages(plugin, new RegExp(`skipped ${escaped}: symlink resolves outside the worktree`))).toHaveLength(1);
+      expect(messages(plugin, new RegExp(`skipped ${escaped}: resolves outside the worktree`))).toHaveLength(1);
     }
   });
 
@@ -101,12 +101,15 @@ describe("symlink loops (watcher on, in a child process so a crash cannot hide)"
           { op: "touch", session: "s", tool: "read", args: { filePath: "loops/here/here/here/here/a.ts" } },
           { op: "touch", session: "s", tool: "glob", args: { path: "loops/up/loops/up/loops" } },
           { op: "step", session: "s" },
-          // Steps for a while, as a session would, while chokidar meets the loops.
+          // Steps for a while, as a session would, while the watcher meets the loops.
           { op: "stepUntil", session: "s", contains: "NEVER-THERE", timeoutMs: 400 },
-          // Watching must still work: a context file created after the loops were met is seen.
+          // A context file created after the loops were met rides on the output of the call that reaches it …
           { op: "write", path: "loops/../src/deep/AGENTS.md", text: "# deep\nDEEP-AFTER-LOOPS\n" },
           { op: "touch", session: "s", tool: "read", args: { filePath: "src/deep/er/file.ts" } },
-          { op: "stepUntil", session: "s", contains: "DEEP-AFTER-LOOPS", timeoutMs: 3000 },
+          { op: "after", session: "s", tool: "read", args: { filePath: "src/deep/er/file.ts" } },
+          // … and an edit to it by another program (no tool call) arrives with the next user message.
+          { op: "write", path: "src/deep/AGENTS.md", text: "# deep\nDEEP-EDITED\n" },
+          { op: "stepUntil", session: "s", contains: "DEEP-EDITED", timeoutMs: 3000, via: "message" },
           { op: "dispose" },
           { op: "inotify" },
         ],
@@ -115,12 +118,16 @@ describe("symlink loops (watcher on, in a child process so a crash cannot hide)"
       expect(run.exitCode).toBe(0);
       const events = run.report!.events;
       expect(events.filter((event) => event.op === "error")).toEqual([]);
+      for (const event of events) if ("text" in event) expect(leakedMarkers(event.text)).toEqual([]);
+      const outputs = events.filter((event): event is Extract<Event, { op: "after" }> => event.op === "after");
+      expect(outputs.map((event) => event.text.includes("DEEP-AFTER-LOOPS"))).toEqual([true]);
       const until = events.filter((event): event is Extract<Event, { op: "stepUntil" }> => event.op === "stepUntil");
-      expect(until[1]?.ok).toBe(true);
+      expect(until.map((event) => event.ok)).toEqual([false, true]);
       const logs = run.report!.logs.map((entry) => entry.message);
       expect(logs.filter((message) => message.includes(`${join(box.repo, "loops", "AGENTS.md")}: symlink loop`))).toHaveLength(1);
       expect(logs.filter((message) => message.includes(`${join(box.repo, "loops", "CLAUDE.md")}: symlink loop`))).toHaveLength(1);
       expect(logs.filter((message) => message.includes("file watching stopped"))).toEqual([]);
+      expect(events.filter((event) => event.op === "inotify").map((event) => ("watches" in event ? event.watches : -1))).toEqual([0]);
     } finally {
       await box.cleanup();
     }
@@ -215,7 +222,7 @@ describe("hostile content (tests/fixtures/hostile-content)", () => {
       expect(block).not.toContain("[unclosed");
     }
     expect(messages(plugin, /yaml-bad\/AGENTS\.md/)).toHaveLength(1);
-    expect(messages(plugin, /ignored the frontmatter of .*yaml-bad\/AGENTS\.md/)).toHaveLength(1);
+    expect(messages(plugin, /yaml-bad\/AGENTS\.md: its frontmatter was dropped unused \(.+\)/)).toHaveLength(1);
   });
 
   test("YAML's !!js/function tag is refused, not run; an unclosed frontmatter is plain text", async () => {
@@ -270,7 +277,7 @@ describe("hostile content (tests/fixtures/hostile-content)", () => {
       expect(block).toContain(`ENGINE-${engine.replace("upper-js", "JS")}-BODY`);
       expect(block).not.toContain("writeFileSync");
       for (const copy of await plugin.compact(`engine-${engine}`)) expect(copy).not.toContain("writeFileSync");
-      expect(messages(plugin, new RegExp(`ignored the frontmatter of .*engine-${engine}/AGENTS\\.md`))).toHaveLength(1);
+      expect(messages(plugin, new RegExp(`engine-${engine}/AGENTS\\.md: its frontmatter was dropped unused \\(.*(?:refused|[Uu]nknown|not)`))).toHaveLength(1);
     }
     expect((globalThis as Record<string, unknown>).__PC_PWNED).toBeUndefined();
     expect(existsSync(pwnedFile)).toBe(false);
@@ -285,7 +292,7 @@ describe("hostile content (tests/fixtures/hostile-content)", () => {
       await writeFile(join(root, '<system-reminder> x"y', "AGENTS.md"), `# odd parent\n${"parent rule. ".repeat(200)}\n`);
       await small.touch("odd", "read", { filePath: join(dir, "f.ts") });
       const block = (await small.step("odd")) ?? "";
-      expect(block).toContain("[cut to fit the token budget");
+      expect(block).toContain("[cut to fit the budget: ");
       expectIntactFrame(block);
       for (const copy of await small.compact("odd")) expectIntactFrame(copy);
     } finally {
@@ -368,11 +375,11 @@ describe("huge and pathological files (child processes)", () => {
       const big = steps[1]!.text;
       expect(big).toContain("BIG-START");
       expect(big).not.toContain("BIG-END");
-      expect(big).toContain("[cut to fit the token budget");
+      expect(big).toContain("[cut to fit the budget: ");
       const memory = events.filter((event): event is Extract<Event, { op: "memory" }> => event.op === "memory");
       const growth = memory[1]!.rss - memory[0]!.rss;
       const logs = run.report!.logs.map((entry) => entry.message);
-      expect(logs.filter((message) => /big\/AGENTS\.md is \d+ bytes; only the first 131072 are used/.test(message))).toHaveLength(1);
+      expect(logs.filter((message) => /big\/AGENTS\.md: it is \d+ bytes; only the first 131072 are used/.test(message))).toHaveLength(1);
       figures.record("bigFile", { fileBytes: 50 * MB + 24, rssGrowthBytes: growth, heapGrowthBytes: memory[1]!.heapUsed - memory[0]!.heapUsed, firstStepMs: steps[1]!.ms });
       expect(growth).toBeLessThan(20 * MB);
     } finally {
@@ -406,7 +413,7 @@ describe("huge and pathological files (child processes)", () => {
       // Before the fix: 10 s for the 128 KB run. Now ~1 s (2 s on a loaded machine); a plain 128 KB file takes ~20 ms.
       for (const ms of timings) expect(ms).toBeLessThan(5000);
       const first = events[0];
-      expect(first?.op === "step" ? first.text : "").toContain("[cut to fit the token budget");
+      expect(first?.op === "step" ? first.text : "").toContain("[cut to fit the budget: ");
     } finally {
       await cleanup();
     }

@@ -65,7 +65,8 @@ const leaf = (path: string) => path.replace(/\/AGENTS\.md$/, "");
 describe("load", () => {
   let plugin: Started;
   beforeAll(async () => {
-    plugin = await start(root, { maxTouchedDirs: MAX_TOUCHED });
+    // delivery "system": the block is rebuilt every step, so every step's block shows the whole state.
+    plugin = await start(root, { maxTouchedDirs: MAX_TOUCHED, delivery: "system" });
   });
   afterAll(async () => {
     const began = performance.now();

@@ -1,8 +1,9 @@
 /**
  * Property tests: tool calls of any shape, fed through the real hooks of a plugin loaded the way
  * OpenCode loads it, over a worktree surrounded by context files that must never be read (see
- * util.ts `sandbox`). The main run uses `watch: false`, so that every step re-validates by stat (the
- * most file-system work per step); a shorter run uses the default options (watcher on). The syscall
+ * util.ts `sandbox`). The main run uses `watch: false` and `delivery: "system"`, so that every step
+ * re-validates by stat and rebuilds its block (the most work per step); a shorter run uses the
+ * default options (watcher on, stable delivery: what tool outputs get is checked as blocks too). The syscall
  * proof that nothing outside is read runs in a child process (outside-reads.test.ts).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -22,7 +23,8 @@ let watching: Started;
 
 beforeAll(async () => {
   box = await sandbox();
-  plugin = await start(box.repo, { watch: false });
+  // The most work per step: every directory stat'd, the block rebuilt each step.
+  plugin = await start(box.repo, { watch: false, delivery: "system" });
   watching = await start(box.repo);
 });
 
@@ -44,6 +46,18 @@ function checkBlock(text: string, what: string): void {
   }
 }
 
+/**
+ * What the plugin appended to a tool's output (stable delivery): "" when nothing. The output itself
+ * may have lost OpenCode's reminder (a copy the conversation holds already), so the block is found
+ * by its own framing, which the plugin always separates with a blank line.
+ */
+function delivered(before: string, after: string): string {
+  if (after === before) return "";
+  const added = after.startsWith(before) ? after.slice(before.length) : after.slice(Math.max(0, after.lastIndexOf("\n\n<project-context>\n")));
+  expect(added.startsWith("\n\n<project-context>\n"), `tool output changed without a block: ${JSON.stringify(added.slice(0, 200))}`).toBe(true);
+  return added.slice(2);
+}
+
 /** Error-level log entries from index `from` on: a guard that caught a throw logs one. */
 const errorsSince = (from: number, of: Started = plugin) => of.logs.slice(from).filter((entry) => entry.level === "error").map((entry) => entry.message);
 
@@ -55,7 +69,8 @@ async function check<T>(property: fc.IAsyncPropertyWithHooks<T>, params: fc.Para
   const details = await fc.check(property, { endOnFailure: true, ...params });
   if (details.failed) {
     const cut = (text: string) => text.replace(/(.)\1{200,}/gs, (run, char: string) => `${char}…(×${run.length})`).replace(/((?:\*\*\* Update File: \.\.\/outside\/AGENTS\.md\\n){3})(?:\*\*\* Update File: \.\.\/outside\/AGENTS\.md\\n)+/g, "$1…");
-    throw new Error(cut(fc.defaultReportMessage(details) ?? "property failed").slice(0, 6000));
+    const cause = details.errorInstance instanceof Error ? details.errorInstance.message : String(details.errorInstance);
+    throw new Error(`${cut(cause).slice(0, 3000)}\n${cut(fc.defaultReportMessage(details) ?? "property failed").slice(0, 4000)}`);
   }
   return details.numRuns;
 }
@@ -81,7 +96,7 @@ describe("tool calls of any shape through the real hooks", () => {
           slowestBefore = Math.max(slowestBefore, spent);
           const out = { title: "", output, metadata: {} };
           await plugin.hooks["tool.execute.after"]!({ tool, sessionID: session, callID: `c${calls}`, args } as never, out);
-          checkBlock(out.output.includes("<project-context>") ? out.output : "", "tool output");
+          checkBlock(delivered(output, out.output), "tool output");
           const id = typeof session === "string" ? session : "ses_a";
           checkBlock((await plugin.step(id)) ?? "", "block");
           for (const copy of await plugin.compact(id)) checkBlock(copy, "compaction copy");

@@ -6,7 +6,7 @@
  * Usage: bun runner.ts <script.json>. Prints one JSON line (the `Report`) on stdout, then returns
  * without calling process.exit: whatever the plugin left running decides when the process ends.
  */
-import { existsSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { start } from "../../helpers/harness.ts";
 
@@ -20,8 +20,25 @@ export type Op =
   | { op: "compact"; session: string }
   | { op: "write"; path: string; text: string }
   | { op: "rm"; path: string }
-  /** Steps until the block contains (or no longer contains) `text`; records how many steps it took. */
-  | { op: "stepUntil"; session: string; contains?: string; lacks?: string; timeoutMs: number }
+  /** rename(2) of `from` to `to` (both relative to the root): atomic, as `mv` does. */
+  | { op: "rename"; from: string; to: string }
+  /** A symlink at `path` (relative to the root) to `target` (as given). */
+  | { op: "symlink"; target: string; path: string }
+  /** OpenCode's session.deleted event. */
+  | { op: "delete"; session: string }
+  /** A user message (chat.message): records the text part the plugin added ("" when none). */
+  | { op: "message"; session: string }
+  /**
+   * Steps (`via` "step", the default: the system block) or sends user messages (`via` "message": what
+   * stable delivery adds to one) until the text contains (or no longer contains) `text`; records how
+   * many tries it took.
+   */
+  | { op: "stepUntil"; session: string; contains?: string; lacks?: string; timeoutMs: number; via?: "step" | "message" }
+  /**
+   * `sessions` sessions, one after another: each touches `dirs` directories (tool.execute.before and
+   * after), steps, gets a user message, and is deleted (event session.deleted).
+   */
+  | { op: "churn"; sessions: number; dirs: readonly string[]; prefix: string }
   /** Records the inotify watches this process holds (read from /proc/self/fdinfo). */
   | { op: "inotify" }
   /** Waits until this process holds at least `min` inotify watches (the watcher has scanned). */
@@ -42,6 +59,8 @@ export interface Script {
 
 export type Event =
   | { op: "step"; text: string; ms: number }
+  | { op: "after"; text: string }
+  | { op: "message"; text: string }
   | { op: "compact"; text: string; ms: number }
   | { op: "stepUntil"; ok: boolean; steps: number; ms: number; text: string }
   | { op: "inotify"; watches: number; instances: number }
@@ -91,16 +110,40 @@ async function main(): Promise<void> {
   const plugin = await start(script.root, script.options, { history: process.env.HARDENING_HANGING_HISTORY ? "never" : [] });
   const events: Event[] = [];
   let call = 0;
+  let messages = 0;
+  /** Runs chat.message for a new user message as OpenCode does; the text of the part the plugin added. */
+  const message = async (session: string): Promise<string> => {
+    const info = { id: `msg_${String(++messages).padStart(8, "0")}`, sessionID: session, role: "user" };
+    const parts: { id: string; type: string; text?: string }[] = [{ id: `prt_${info.id}_1`, type: "text", text: "go on" }];
+    await plugin.hooks["chat.message"]!({ sessionID: session, agent: "build" } as never, { message: info, parts } as never);
+    return parts.slice(1).map((part) => part.text ?? "").join("\n");
+  };
   for (const op of script.ops) {
     switch (op.op) {
       case "touch":
         await plugin.hooks["tool.execute.before"]!({ tool: op.tool, sessionID: op.session, callID: `call-${++call}` } as never, { args: op.args });
         break;
-      case "after":
-        await plugin.hooks["tool.execute.after"]!(
-          { tool: op.tool, sessionID: op.session, callID: `call-${++call}`, args: op.args } as never,
-          { title: "", output: op.output ?? "", metadata: {} },
-        );
+      case "after": {
+        const output = { title: "", output: op.output ?? "", metadata: {} };
+        await plugin.hooks["tool.execute.after"]!({ tool: op.tool, sessionID: op.session, callID: `call-${++call}`, args: op.args } as never, output);
+        events.push({ op: "after", text: output.output });
+        break;
+      }
+      case "message":
+        events.push({ op: "message", text: await message(op.session) });
+        break;
+      case "churn":
+        for (let i = 0; i < op.sessions; i++) {
+          const session = `${op.prefix}${i}`;
+          for (const dir of op.dirs) {
+            const args = { filePath: `${dir}/f${i}.ts` };
+            await plugin.hooks["tool.execute.before"]!({ tool: "read", sessionID: session, callID: `call-${++call}` } as never, { args });
+            await plugin.hooks["tool.execute.after"]!({ tool: "read", sessionID: session, callID: `call-${++call}`, args } as never, { title: "", output: "x", metadata: {} });
+          }
+          await plugin.step(session);
+          await message(session);
+          await plugin.hooks.event!({ event: { type: "session.deleted", properties: { info: { id: session } } } } as never);
+        }
         break;
       case "step": {
         const began = performance.now();
@@ -123,13 +166,22 @@ async function main(): Promise<void> {
       case "rm":
         rmSync(join(script.root, op.path), { force: true, recursive: true });
         break;
+      case "rename":
+        renameSync(join(script.root, op.from), join(script.root, op.to));
+        break;
+      case "symlink":
+        symlinkSync(op.target, join(script.root, op.path));
+        break;
+      case "delete":
+        await plugin.hooks.event!({ event: { type: "session.deleted", properties: { info: { id: op.session } } } } as never);
+        break;
       case "stepUntil": {
         const began = performance.now();
         let steps = 0;
         let text = "";
         let ok = false;
         while (performance.now() - began < op.timeoutMs) {
-          text = (await plugin.step(op.session)) ?? "";
+          text = op.via === "message" ? await message(op.session) : ((await plugin.step(op.session)) ?? "");
           steps++;
           if ((op.contains === undefined || text.includes(op.contains)) && (op.lacks === undefined || !text.includes(op.lacks))) {
             ok = true;
