@@ -402,7 +402,7 @@ export class FileStore {
 
   private checkDir(dir: string): Promise<unknown> | undefined {
     const kids = this.missingByParent.get(dir);
-    if (kids !== undefined) for (const kid of [...kids]) if (lstatSync(kid, { throwIfNoEntry: false }) !== undefined) this.structureChanged(kid);
+    if (kids !== undefined) for (const kid of [...kids]) if (exists(kid)) this.structureChanged(kid);
     const record = this.records.peek(dir);
     if (record === undefined) return undefined;
     const signature = this.signatureOf(dir);
@@ -494,7 +494,7 @@ export class FileStore {
   private startWatch(dir: string, entry: Watched): void {
     if (this.activeWatches >= this.options.maxWatchedDirs || this.disposed || this.watched.get(dir) !== entry) return;
     // fs.watch follows a symlink: only a real directory inside the worktree is watched.
-    if (!isInside(dir, this.realRoot) || lstatSync(dir, { throwIfNoEntry: false })?.isDirectory() !== true) return;
+    if (!isInside(dir, this.realRoot) || !isRealDirectory(dir)) return;
     try {
       const handle = watch(dir, { persistent: false }, (_event, filename) => this.onEvent(dir, filename));
       handle.on("error", (error: NodeJS.ErrnoException) => {
@@ -745,6 +745,27 @@ function realOr(path: string): string {
     return realpathSync.native(path);
   } catch {
     return path;
+  }
+}
+
+/**
+ * Whether anything is at `path` (without following a final link). Only ENOENT is quiet in
+ * `throwIfNoEntry`; a name too long, a permission or a file where a directory was expected must not
+ * escape a settle either: such a path is as good as absent.
+ */
+function exists(path: string): boolean {
+  try {
+    return lstatSync(path, { throwIfNoEntry: false }) !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+function isRealDirectory(path: string): boolean {
+  try {
+    return lstatSync(path, { throwIfNoEntry: false })?.isDirectory() === true;
+  } catch {
+    return false;
   }
 }
 
