@@ -104,7 +104,7 @@ describe("stable delivery (the default)", () => {
     await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" });
     await rm(join(plugin.root, "apps/web/AGENTS.md"));
     const next = await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" });
-    expect(next.output).toContain("apps/web/AGENTS.md was deleted");
+    expect(next.output).toContain("apps/web/AGENTS.md no longer applies (deleted, moved or replaced)");
     expect((await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" })).output).toBe("tool result");
   });
 

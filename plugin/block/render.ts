@@ -34,7 +34,7 @@ export const WHOLE_TAIL = "\n</context-file>\n";
 export const cutTail = (rel: string, leftOut: number, line: number, endsLine: boolean) =>
   `${endsLine ? "" : "\n"}[cut to fit the budget: ${leftOut} tokens left out; read ${escapeInline(rel)} from line ${line}]\n</context-file>\n`;
 
-export const deletedNotice = (rel: string) => `[${escapeInline(rel)} was deleted; its instructions no longer apply]\n`;
+export const deletedNotice = (rel: string) => `[${escapeInline(rel)} no longer applies (deleted, moved or replaced); disregard its instructions]\n`;
 
 export interface Left {
   readonly rel: string;

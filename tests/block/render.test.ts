@@ -93,7 +93,7 @@ describe("render", () => {
     const result = planned(input);
     const text = renderBlock(input, result);
     expect(text).toContain('<context-file path="a/b/AGENTS.md" status="updated">\nb rule\n</context-file>\n');
-    expect(text).toContain("[c/AGENTS.md was deleted; its instructions no longer apply]\n");
+    expect(text).toContain("[c/AGENTS.md no longer applies (deleted, moved or replaced); disregard its instructions]\n");
     expect(text).toContain("[pending (budget; sent in a later step): AGENTS.md (500 tokens)]\n</project-context>");
     expect(renderedEntries(input, result).map((entry) => entry.state)).toEqual(["whole", "pending"]);
     expect(renderBlock({ ...input, items: [], deleted: [] }, planned({ ...input, items: [], deleted: [] }))).toBe("");
@@ -119,7 +119,7 @@ describe("render", () => {
     expect(renderBlock(input, planned(input))).toBe("");
     const deletions = { kind: "delivery" as const, items: [], frame, deleted: ["a/AGENTS.md"] };
     expect(renderBlock(deletions, planned({ ...deletions, budget: 10 }))).toBe("");
-    expect(renderBlock(deletions, planned({ ...deletions, budget: 100 }))).toContain("[a/AGENTS.md was deleted;");
+    expect(renderBlock(deletions, planned({ ...deletions, budget: 100 }))).toContain("[a/AGENTS.md no longer applies");
     const empty = { kind: "system" as const, items: [file("AGENTS.md", "  \n\n")], frame, budget: 1000 };
     expect(renderBlock(empty, planned(empty))).toContain('<context-file path="AGENTS.md">\n\n</context-file>');
   });
