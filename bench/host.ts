@@ -1,188 +1,120 @@
 /**
- * Everything the bench needs to stand in for OpenCode: the plugin input, the model object, the
- * system[0] header OpenCode builds (with its own "Instructions from:" section for the root file),
- * and thin wrappers over the three hooks. The plugin is loaded by path at run time so the bench
- * type-checks and runs its baselines even before plugin/index.ts exists.
+ * A stand-in for OpenCode 1.18.33 driving the plugin through its public hooks only, in the host's
+ * order (/tmp/v2/opencode-facts.md, /work/shared/opencode-host.md): a user message fires
+ * `chat.message`; a step's tool calls run `tool.execute.before` then `tool.execute.after` (parallel
+ * calls concurrently); the next request runs `experimental.chat.messages.transform` on a fresh
+ * copy of the conversation (OpenCode re-reads it from its database every step) and then
+ * `experimental.chat.system.transform` with system[0] rebuilt as a new string. Tool outputs are
+ * stored as the plugin left them, so text it appended stays in the conversation.
  */
-import type { Hooks, Plugin, PluginInput, PluginOptions } from "@opencode-ai/plugin";
-import type { Model } from "@opencode-ai/sdk";
+import type { Hooks, PluginInput } from "@opencode-ai/plugin";
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 
-export const DEFAULT_PLUGIN_PATH = resolve(import.meta.dir, "../plugin/index.ts");
+export const pluginPath = (): string => resolve(process.env.BENCH_PLUGIN ?? join(import.meta.dir, "../plugin/index.ts"));
 
-export function pluginPath(): string {
-  return process.env.BENCH_PLUGIN ? resolve(process.env.BENCH_PLUGIN) : DEFAULT_PLUGIN_PATH;
-}
+/** Warnings and errors the plugin logged through client.app.log (reported with the results). */
+export const pluginLog: string[] = [];
 
-export function pluginExists(): boolean {
-  return existsSync(pluginPath());
-}
-
-export async function loadPlugin(path = pluginPath()): Promise<Plugin> {
-  const module = (await import(path)) as { ProjectContext?: Plugin };
-  if (typeof module.ProjectContext !== "function") throw new Error(`${path} does not export ProjectContext`);
-  return module.ProjectContext;
-}
-
-/** What the plugin logged through client.app.log (warnings and errors are reported with the results). */
-export interface PluginLogEntry {
-  level: string;
-  message: string;
-}
-
-export const pluginLog: PluginLogEntry[] = [];
-
-export function makePluginInput(root: string): PluginInput {
-  const client = {
-    app: {
-      log: async (request?: { body?: { level?: unknown; message?: unknown } }) => {
-        const level = String(request?.body?.level ?? "info");
-        if (level !== "debug" && level !== "info" && pluginLog.length < 1000) {
-          pluginLog.push({ level, message: String(request?.body?.message ?? "") });
-        }
-        return {};
-      },
-    },
-    session: { messages: async () => ({ data: [] }) },
+export function pluginInput(root: string): PluginInput {
+  const log = async ({ body }: { body?: { level?: string; message?: string } } = {}) => {
+    if (body?.level !== "debug" && body?.level !== "info" && pluginLog.length < 200) pluginLog.push(`${body?.level}: ${body?.message}`);
+    return {};
   };
-  return {
-    client: client as unknown as PluginInput["client"],
-    project: { id: "bench", worktree: root, time: { created: Date.now() } } as unknown as PluginInput["project"],
-    directory: root,
-    worktree: root,
-    $: Bun.$ as unknown as PluginInput["$"],
-    serverUrl: new URL("http://127.0.0.1:4096"),
-    experimental_workspace: { register() {} },
-  };
+  const [project, serverUrl] = [{ id: "bench", worktree: root, time: { created: Date.now() } }, new URL("http://127.0.0.1:4096")];
+  const client = { app: { log }, session: { messages: async () => ({ data: [] }) } };
+  return { client, project, directory: root, worktree: root, $: Bun.$, serverUrl, experimental_workspace: { register() {} } } as unknown as PluginInput;
 }
 
-export const BENCH_MODEL: Model = {
-  id: "m1",
-  providerID: "mock",
-  api: { id: "m1", url: "http://127.0.0.1:1/v1", npm: "@ai-sdk/openai-compatible" },
-  name: "m1",
-  capabilities: {
-    temperature: true,
-    reasoning: false,
-    attachment: false,
-    toolcall: true,
-    input: { text: true, audio: false, image: false, video: false, pdf: false },
-    output: { text: true, audio: false, image: false, video: false, pdf: false },
-  },
-  cost: { input: 0, output: 0, cache: { read: 0, write: 0 } },
-  limit: { context: 200_000, output: 32_000 },
-  status: "active",
-  options: {},
-  headers: {},
-};
+const MODEL = { id: "m1", providerID: "mock", name: "m1", limit: { context: 200_000, output: 32_000 } };
+const AGENT_PROMPT = "You are opencode, an interactive CLI agent that helps users with software engineering tasks. ".repeat(40);
 
-const AGENT_PROMPT_SENTENCE =
-  "You are opencode, an interactive CLI agent that helps users with software engineering tasks. " +
-  "Use the instructions below and the tools available to you to assist the user. Keep responses " +
-  "concise, follow the conventions of the codebase, verify changes with the project's tests, and " +
-  "never commit unless asked. ";
+type Part = Record<string, unknown> & { type: string };
+type Message = { info: Record<string, unknown> & { id: string; role: string }; parts: Part[] };
+export type Request = { system: string[]; messages: Message[] };
+export type Call = { tool: string; args: Record<string, unknown> };
 
-/**
- * A realistic system[0]: ~4 KB agent prompt, the <env> block, and OpenCode's own injection of the
- * root instruction file (session directory = worktree root, so only the root file is there).
- * OpenCode rebuilds this string for every request, so callers get the parts and join them per call.
- */
-export function headerParts(root: string): [string, string] {
-  const prompt = AGENT_PROMPT_SENTENCE.repeat(12);
-  const env =
-    `<env>\n  Working directory: ${root}\n  Is directory a git repo: yes\n  Platform: linux\n` +
-    `  Today's date: Sat Nov 22 2025\n</env>\n`;
-  const rootFile = join(root, "AGENTS.md");
-  const rootText = existsSync(rootFile) ? readFileSync(rootFile, "utf8") : "";
-  return [prompt + env, `Instructions from: ${rootFile}\n${rootText}`];
-}
-
-/** A fresh, flat string per request, as OpenCode's join produces. */
-export function buildHeader(parts: readonly [string, string]): string {
-  return [parts[0], parts[1]].join("");
-}
-
-export interface HookSet {
-  toolBefore: NonNullable<Hooks["tool.execute.before"]>;
-  /** Optional in the contract; the host calls it after every tool, so the bench does too. */
-  toolAfter: NonNullable<Hooks["tool.execute.after"]>;
-  systemTransform: NonNullable<Hooks["experimental.chat.system.transform"]>;
-  compacting: NonNullable<Hooks["experimental.session.compacting"]>;
-  dispose: () => Promise<void>;
-}
-
-export function requireHooks(hooks: Hooks): HookSet {
-  const toolBefore = hooks["tool.execute.before"];
-  const systemTransform = hooks["experimental.chat.system.transform"];
-  const compacting = hooks["experimental.session.compacting"];
-  if (!toolBefore || !systemTransform || !compacting) {
-    throw new Error("plugin is missing one of tool.execute.before / experimental.chat.system.transform / experimental.session.compacting");
-  }
-  return {
-    toolBefore,
-    toolAfter: hooks["tool.execute.after"] ?? (async () => {}),
-    systemTransform,
-    compacting,
-    dispose: hooks.dispose ?? (async () => {}),
-  };
-}
-
-/** One OpenCode session driving the plugin's hooks the way the host does. */
-export class PluginSession {
-  private callCounter = 0;
+/** One OpenCode session. The plugin instance (hooks) may be shared by several sessions. */
+export class Session {
+  readonly messages: Message[] = [];
+  private counter = 0;
+  private readonly header: string[];
 
   constructor(
-    readonly hooks: HookSet,
-    readonly sessionID: string,
-    private readonly header: readonly [string, string],
-  ) {}
-
-  touchInput(): { tool: string; sessionID: string; callID: string } {
-    return { tool: "read", sessionID: this.sessionID, callID: `call_${++this.callCounter}` };
+    readonly hooks: Hooks,
+    readonly root: string,
+    readonly id = "ses_bench",
+  ) {
+    // OpenCode's own injection of the session directory's AGENTS.md (the session runs at the root).
+    const rootFile = join(root, "AGENTS.md");
+    const rootText = existsSync(rootFile) ? readFileSync(rootFile, "utf8") : "";
+    this.header = [`${AGENT_PROMPT}\n<env>\n  Working directory: ${root}\n</env>\n`, `Instructions from: ${rootFile}\n${rootText}`];
   }
 
-  /** tool.execute.before only, as when timing that hook alone. */
-  async touch(filePath: string): Promise<void> {
-    await this.hooks.toolBefore(this.touchInput(), { args: { filePath } });
+  private nextId(prefix: string): string {
+    return `${prefix}_${String(++this.counter).padStart(10, "0")}`;
   }
 
-  /** A whole tool call as the host makes it: before, the tool runs, after. */
-  async toolCall(tool: string, args: Record<string, unknown>): Promise<void> {
-    const input = { tool, sessionID: this.sessionID, callID: `call_${++this.callCounter}` };
-    await this.hooks.toolBefore(input, { args });
-    await this.hooks.toolAfter({ ...input, args }, { title: tool, output: "ok", metadata: {} });
+  private message(role: string, extra: Record<string, unknown>): Message {
+    const info = { id: this.nextId("msg"), sessionID: this.id, role, time: { created: Date.now() }, agent: "build", ...extra };
+    return { info, parts: [] };
   }
 
-  transformInput(): { sessionID: string; model: Model } {
-    return { sessionID: this.sessionID, model: BENCH_MODEL };
+  private part(message: Message, fields: Record<string, unknown> & { type: string }): Part {
+    return { id: this.nextId("prt"), sessionID: this.id, messageID: message.info.id, ...fields };
   }
 
-  transformOutput(): { system: string[] } {
-    return { system: [buildHeader(this.header)] };
+  /** A user message, through chat.message (the plugin may add parts; they stay in the conversation). */
+  async userMessage(text: string): Promise<void> {
+    const model = { providerID: "mock", modelID: "m1" };
+    const message = this.message("user", { model });
+    message.parts.push(this.part(message, { type: "text", text }));
+    const input = { sessionID: this.id, agent: "build", model, messageID: message.info.id };
+    await this.hooks["chat.message"]?.(input as never, { message: message.info, parts: message.parts } as never);
+    this.messages.push(message);
   }
 
-  /** The block the plugin pushed for this request ("" when it pushed nothing). */
-  async transform(): Promise<string> {
-    const output = this.transformOutput();
-    await this.hooks.systemTransform(this.transformInput(), output);
-    return output.system.slice(1).join("\n");
+  /** One step's tool calls, run concurrently as OpenCode does; returns what the model sees of each. */
+  async tools(calls: readonly Call[], filler = ""): Promise<string[]> {
+    const message = this.message("assistant", { mode: "build", modelID: "m1", providerID: "mock", path: { cwd: this.root, root: this.root } });
+    if (filler) message.parts.push(this.part(message, { type: "text", text: filler }));
+    const outputs = await Promise.all(
+      calls.map(async ({ tool, args }) => {
+        const callID = this.nextId("call");
+        const start = Date.now();
+        await this.hooks["tool.execute.before"]?.({ tool, sessionID: this.id, callID }, { args });
+        const metadata = tool === "read" ? { preview: "", truncated: false, loaded: [] } : {};
+        const output = { title: tool, output: `<file>\n00001| export const value = ${callID.length};\n</file>`, metadata };
+        await this.hooks["tool.execute.after"]?.({ tool, sessionID: this.id, callID, args }, output);
+        const state = { status: "completed", input: args, ...output, time: { start, end: Date.now() } };
+        message.parts.push(this.part(message, { type: "tool", callID, tool, state }));
+        return output.output;
+      }),
+    );
+    this.messages.push(message);
+    return outputs;
   }
 
-  async compact(): Promise<string[]> {
-    const output: { context: string[]; prompt?: string } = { context: [] };
-    await this.hooks.compacting({ sessionID: this.sessionID }, output);
-    return output.context;
+  /** What OpenCode prepares for a request (not timed): a fresh copy of the conversation, system[0] a new string. */
+  prepare(): Request {
+    const copy = (p: Part): Part => (p.state ? { ...p, state: { ...(p.state as object) } } : { ...p });
+    const messages = this.messages.map((m) => ({ info: { ...m.info }, parts: m.parts.map(copy) }));
+    return { messages, system: [this.header.join("")] };
+  }
+
+  /** The next request: messages.transform then system.transform, on the prepared objects. */
+  async request(prepared = this.prepare()): Promise<Request> {
+    await this.hooks["experimental.chat.messages.transform"]?.({}, { messages: prepared.messages } as never);
+    await this.hooks["experimental.chat.system.transform"]?.({ sessionID: this.id, model: MODEL } as never, { system: prepared.system });
+    return prepared;
   }
 }
 
-export interface PluginInstance {
-  hooks: HookSet;
-  session(sessionID?: string): PluginSession;
-}
-
-export async function startPlugin(plugin: Plugin, root: string, options: PluginOptions = {}): Promise<PluginInstance> {
-  const hooks = requireHooks(await plugin(makePluginInput(root), options));
-  const header = headerParts(root);
-  return { hooks, session: (sessionID = "ses_bench") => new PluginSession(hooks, sessionID, header) };
+/** What the model reads of a request, as one string: system messages then every part's text. */
+export function promptText(system: readonly string[], messages: readonly Message[]): string {
+  const texts = [...system];
+  for (const { parts } of messages) {
+    for (const p of parts) texts.push(String(p.type === "tool" ? (p.state as { output?: string }).output : (p.text ?? "")));
+  }
+  return texts.join("\n");
 }

@@ -1,0 +1,276 @@
+/**
+ * Child process of the bench (each measurement in a fresh `bun` process, so nothing is preloaded:
+ * the plugin and everything it imports, gpt-tokenizer included, load inside the measurement).
+ * Usage: bun bench/probe.ts '<json args>' -> one JSON line on stdout. Modes:
+ *   steps  whole-step cost of ours beside the two baselines, interleaved step by step
+ *   start  import -> first step, a cold new chain, event-loop stalls over the first ten steps
+ *   rss    RSS added by the plugin after touching N directories
+ *   fresh  1,000 edits each followed by a step, then the scripted 60-step session (one delivery mode)
+ */
+import type { Hooks } from "@opencode-ai/plugin";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { type Loader, NaiveLoader, StatCacheLoader, touchedDir } from "./baselines.ts";
+import { type Call, pluginInput, pluginLog, pluginPath, promptText, Session } from "./host.ts";
+import { chainFiles, loadTree, markerOf, markTree, Rng, toolCall, type Tree } from "./tree.ts";
+
+type Mode = "steps" | "start" | "rss" | "fresh";
+/** `control` (rss only): the same steps without the plugin, for what the harness itself adds. */
+export type Args = { mode: Mode; root: string; touched?: number; seriesMs?: number; edits?: number; delivery?: string; control?: boolean };
+
+/** Nearest-rank percentiles (a p99 that actually happened), in ms. */
+export function summary(samples: number[]): { n: number; p50: number; p99: number; max: number } {
+  const sorted = samples.slice().sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] ?? NaN;
+  return { n: sorted.length, p50: at(0.5), p99: at(0.99), max: at(1) };
+}
+
+/** Imports the plugin (fresh process: nothing loaded before), starts it and a session's first request. */
+async function start(root: string, options: Record<string, unknown>, marks: { imported?: number } = {}, control = false) {
+  const { ProjectContext } = control ? { ProjectContext: async () => ({}) } : await import(pluginPath());
+  marks.imported = performance.now();
+  const hooks: Hooks = await ProjectContext(pluginInput(root), options);
+  const session = new Session(hooks, root);
+  await session.userMessage("Look around the repository and fix the failing test.");
+  await session.request();
+  return { hooks, session };
+}
+
+/** A step: the tool calls, then the next request (the host's preparation of the request not timed). */
+async function step(session: Session, calls: Call[]): Promise<{ ms: number; block: string; seen: string }> {
+  const t0 = performance.now();
+  const outputs = await session.tools(calls);
+  const toolsMs = performance.now() - t0;
+  const prepared = session.prepare();
+  const t1 = performance.now();
+  const { system } = await session.request(prepared);
+  const took = toolsMs + performance.now() - t1;
+  const block = system.slice(1).join("\n");
+  return { ms: took, block, seen: `${outputs.join("\n")}\n${block}` };
+}
+
+const leafCall = (tree: Tree, leaf: number): Call => toolCall(tree, leaf, 0);
+/** "found/all" of a chain's files in what the model saw. */
+const delivered = (tree: Tree, leaf: number, seen: string) => {
+  const files = chainFiles(tree, leaf);
+  return `${files.filter((f) => seen.includes(markerOf(f))).length}/${files.length}`;
+};
+
+/** A baseline's step: it learns the calls' directories, then builds its text (all synchronous). */
+function loaderStep(loader: Loader, calls: Call[]): number {
+  const t0 = performance.now();
+  for (const call of calls) loader.touch(touchedDir(call));
+  loader.render();
+  return performance.now() - t0;
+}
+
+async function steps(tree: Tree, touchedCount: number, seriesMs: number) {
+  const { session } = await start(tree.root, {});
+  const touched = tree.touchOrder.slice(0, touchedCount);
+  const loaders: Record<string, Loader> = { naive: new NaiveLoader(tree.root), statCache: new StatCacheLoader(tree.root) };
+  for (let i = 0; i < touched.length; i += 20) {
+    const calls = touched.slice(i, i + 20).map((id, j) => toolCall(tree, id, j));
+    await step(session, calls);
+    for (const loader of Object.values(loaders)) for (const call of calls) loader.touch(touchedDir(call));
+  }
+  const result: Record<string, unknown> = {};
+  for (const parallel of [1, 4]) {
+    const rng = new Rng(touchedCount * 10 + parallel);
+    const samples: Record<string, number[]> = { ours: [], naive: [], statCache: [] };
+    const began = performance.now();
+    // At least 200 timed steps and seriesMs, at most 2,000 steps or 25 s (a slow plugin gets fewer steps, shown as n).
+    for (let i = 0; i < 2000 && (i < 210 || performance.now() - began < seriesMs) && performance.now() - began < 25_000; i++) {
+      const calls = Array.from({ length: parallel }, (_, j) => toolCall(tree, rng.pick(touched), i * parallel + j));
+      // Rotate who goes first, so cache warmth and load drift are shared evenly.
+      for (let k = 0; k < 3; k++) {
+        const who = ["ours", "naive", "statCache"][(i + k) % 3] as string;
+        const loader = loaders[who];
+        const took = loader ? loaderStep(loader, calls) : (await step(session, calls)).ms;
+        if (i >= 10) samples[who]?.push(took); // the first 10 steps warm the JIT
+      }
+    }
+    result[`parallel${parallel}`] = Object.fromEntries(Object.entries(samples).map(([who, s]) => [who, summary(s)]));
+  }
+  return result;
+}
+
+async function startup(tree: Tree) {
+  // Ticks of a 1 ms timer with the process's CPU time: a gap between two ticks is a time the event
+  // loop ran nothing; on a shared machine part of a gap can be other processes' turn on the CPU, so
+  // a gap also reports the CPU time this process used in it (a blocked loop burns CPU throughout).
+  const ticks: Array<[number, number]> = [];
+  const cpuMs = () => Object.values(process.cpuUsage()).reduce((a, b) => a + b) / 1000;
+  const timer = setInterval(() => ticks.push([performance.now(), cpuMs()]), 1);
+  await Bun.sleep(20);
+  const [t0, marks, [leafA, leafB, ...others]] = [performance.now(), { imported: 0 }, tree.deepLeaves as [number, number, ...number[]]];
+  const { session } = await start(tree.root, {}, marks);
+  const first = await step(session, [leafCall(tree, leafA)]);
+  const firstStepMs = performance.now() - t0;
+  const cold = await step(session, [leafCall(tree, leafB)]);
+  for (const leaf of others.slice(0, 8)) await step(session, [leafCall(tree, leaf)]);
+  const tenth = performance.now();
+  await Bun.sleep(1500);
+  clearInterval(timer);
+  const stall = (from: number, to: number, cpu: boolean) => {
+    let worst = 0;
+    for (let i = 1; i < ticks.length; i++) {
+      const [[t1, c1], [t2, c2]] = [ticks[i - 1] as [number, number], ticks[i] as [number, number]];
+      if (t2 > from && t1 < to) worst = Math.max(worst, cpu ? Math.min(t2 - t1, c2 - c1) : t2 - t1);
+    }
+    return worst;
+  };
+  const created = marks.imported; // ProjectContext(input) is called right after the import
+  return {
+    importMs: created - t0,
+    firstStepMs,
+    firstDelivered: delivered(tree, leafA, first.seen),
+    coldMs: cold.ms,
+    coldDelivered: delivered(tree, leafB, cold.seen),
+    stallTo10thMs: stall(created, tenth, true),
+    wallGapTo10thMs: stall(created, tenth, false),
+    stallAfter10thMs: stall(tenth, tenth + 1500, true),
+    wallGapAfter10thMs: stall(tenth, tenth + 1500, false),
+  };
+}
+
+/** RSS of this process's descendants (the plugin may fork, e.g. a token counter), from Linux /proc; 0 elsewhere. */
+function descendantsRss(): number {
+  if (!existsSync("/proc/self/stat")) return 0;
+  const read = (path: string) => { try { return readFileSync(path, "utf8"); } catch { return ""; } }; // a process may exit meanwhile
+  const children = new Map<number, number[]>();
+  for (const pid of readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
+    const stat = read(`/proc/${pid}/stat`);
+    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+    children.set(ppid, [...(children.get(ppid) ?? []), Number(pid)]);
+  }
+  let total = 0;
+  for (let queue = [...(children.get(process.pid) ?? [])]; queue.length > 0; ) {
+    const pid = queue.pop() as number;
+    total += Number(/VmRSS:\s+(\d+)/.exec(read(`/proc/${pid}/status`))?.[1] ?? 0) * 1024;
+    queue.push(...(children.get(pid) ?? []));
+  }
+  return total;
+}
+
+async function rss(tree: Tree, touchedCount: number, control: boolean) {
+  Bun.gc(true);
+  const before = process.memoryUsage();
+  const { hooks, session } = await start(tree.root, {}, {}, control);
+  const touched = tree.touchOrder.slice(0, touchedCount);
+  for (let i = 0; i < touched.length; i += 20) {
+    await step(session, touched.slice(i, i + 20).map((id, j) => toolCall(tree, id, j)));
+  }
+  const rng = new Rng(5);
+  for (let i = 0; i < 20; i++) await step(session, [1, 2, 3, 4].map((j) => toolCall(tree, rng.pick(touched), i * 4 + j)));
+  session.messages.length = 0; // the host's copy of the conversation is not the plugin's memory
+  await Bun.sleep(3000);
+  Bun.gc(true);
+  const after = process.memoryUsage();
+  const children = descendantsRss();
+  await hooks.dispose?.();
+  const mib = (bytes: number) => bytes / 2 ** 20;
+  const added = after.rss + children - before.rss;
+  return { addedRssMiB: mib(added), childProcessesMiB: mib(children), addedHeapMiB: mib(after.heapUsed - before.heapUsed), rssMiB: mib(after.rss) };
+}
+
+/** `edits` timed edits of files the session already has, each written just before a step. */
+async function freshness(tree: Tree, delivery: string, edits: number) {
+  const { hooks, session } = await start(tree.root, { delivery });
+  const leaf = tree.deepLeaves[2] ?? 0;
+  await step(session, [leafCall(tree, leaf)]);
+  const files = chainFiles(tree, leaf).map((f) => join(tree.root, f));
+  const originals = files.map((f) => readFileSync(f, "utf8"));
+  const samples: number[] = [];
+  let carried = 0;
+  markTree(tree, false);
+  try {
+    for (let i = 0; i < edits; i++) {
+      const marker = `fresh edit ${i} ${Math.random().toString(36).slice(2)}`;
+      writeFileSync(files[i % files.length] as string, `${marker}\n${originals[i % files.length]}`);
+      const { ms: took, seen, block } = await step(session, [toolCall(tree, leaf - (i % 9), i)]);
+      if ((delivery === "system" ? block : seen).includes(marker)) carried++;
+      samples.push(took);
+    }
+  } finally {
+    files.forEach((f, i) => writeFileSync(f, originals[i] as string));
+    markTree(tree, true);
+  }
+  await hooks.dispose?.();
+  return { edits, carried, step: summary(samples) };
+}
+
+/**
+ * What a provider with prefix caching bills over a session's requests: the prefix a request shares
+ * with the previous one is read from the cache (0.1x), everything from the first changed byte on is
+ * written to it (1.25x). Tokens = ceil(bytes / 4).
+ */
+function cacheMeter() {
+  let previous = "";
+  const totals = { write: 0, read: 0, lastTokens: 0, tokensSent: 0 };
+  const tokens = (text: string) => Math.ceil(Buffer.byteLength(text) / 4);
+  return {
+    totals,
+    add(prompt: string): void {
+      let common = 0;
+      while (common < previous.length && previous.charCodeAt(common) === prompt.charCodeAt(common)) common++;
+      const read = Math.floor(Buffer.byteLength(prompt.slice(0, common)) / 4);
+      totals.lastTokens = tokens(prompt);
+      totals.tokensSent += totals.lastTokens;
+      totals.read += read;
+      totals.write += totals.lastTokens - read;
+      previous = prompt;
+    },
+    billed: () => 1.25 * totals.write + 0.1 * totals.read,
+  };
+}
+
+/**
+ * The scripted session: a 10k-token opening message, 60 steps of one tool call and 1,500 tokens of
+ * assistant text each, a new directory every 5th step (12 in all), re-touches otherwise. A second
+ * session without the plugin gets the same calls, for what the plugin adds.
+ */
+async function scriptedSession(tree: Tree, delivery: string) {
+  const { hooks } = await start(tree.root, { delivery });
+  const ours = new Session(hooks, tree.root, "ses_script");
+  const plain = new Session({}, tree.root, "ses_plain");
+  const [meter, plainMeter] = [cacheMeter(), cacheMeter()];
+  const opening = `Here is the task and the logs. ${"log line with details of the failure ".repeat(1100)}`.slice(0, 40_000);
+  const filler = "Reasoning about the next change to make. ".repeat(150).slice(0, 6000);
+  const dirs = tree.touchOrder.slice(0, 12);
+  const rng = new Rng(12);
+  let [systemChanges, previousBlock, lastPrompt] = [0, "", ""];
+  for (let s = 0; s <= 60; s++) {
+    const reached = Math.floor((s - 1) / 5);
+    const call = s === 0 ? undefined : toolCall(tree, dirs[(s - 1) % 5 === 0 ? reached : rng.int(0, reached)] as number, s);
+    for (const session of [ours, plain]) {
+      if (call) await session.tools([call], filler);
+      else await session.userMessage(opening);
+      const { system, messages } = await session.request();
+      const prompt = promptText(system, messages);
+      (session === ours ? meter : plainMeter).add(prompt);
+      if (session !== ours) continue;
+      const block = system.slice(1).join("\n");
+      if (s > 0 && block !== previousBlock) systemChanges++;
+      [previousBlock, lastPrompt] = [block, prompt];
+    }
+  }
+  await hooks.dispose?.();
+  const hierarchy = [...new Set(dirs.flatMap((id) => chainFiles(tree, id)))];
+  const [a, p] = [meter.totals, plainMeter.totals];
+  return {
+    requests: 61, systemChanges, cacheWrite: a.write, cacheRead: a.read, billed: meter.billed(), plainBilled: plainMeter.billed(),
+    pluginTokensSent: a.tokensSent - p.tokensSent, pluginTokensLast: a.lastTokens - p.lastTokens,
+    filesInFinalPrompt: hierarchy.filter((f) => lastPrompt.includes(markerOf(f))).length, hierarchyFiles: hierarchy.length,
+  };
+}
+
+const args = JSON.parse(process.argv[2] ?? "{}") as Args;
+const tree = loadTree(args.root);
+const delivery = args.delivery ?? "stable";
+const result =
+  args.mode === "steps" ? await steps(tree, args.touched ?? 200, args.seriesMs ?? 6000)
+  : args.mode === "start" ? await startup(tree)
+  : args.mode === "rss" ? await rss(tree, args.touched ?? 2000, args.control === true)
+  : { freshness: await freshness(tree, delivery, args.edits ?? 1000), session: await scriptedSession(tree, delivery) };
+console.log(JSON.stringify({ result, log: pluginLog }));
+process.exit(0);
