@@ -1,6 +1,6 @@
 // OpenCode's internal agents (title generator, compaction summarizer) get no block; the summarizer
-// gets the compacting hook's closest-first copy within its budget instead, and the first request after
-// compaction carries the full block again. Compaction is forced with a small model context limit and
+// gets the compacting hook's closest-first copy within its budget instead, and after compaction the
+// system block holds the session's whole hierarchy (before it: only what the session had at its start). Compaction is forced with a small model context limit and
 // one large reported usage.
 
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -10,7 +10,7 @@ import { countTokens } from "gpt-tokenizer";
 import { assertRunSucceeded, openScenario, type Scenario } from "./harness.ts";
 import { systemMessages, textOf, type RecordedRequest } from "./model-server.ts";
 import { COMPONENTS, WEB, type ContextFile } from "./monorepo.ts";
-import { contextBlock, contextFilePaths, nth, occurrences } from "./requests.ts";
+import { contextBlock, contextFilePaths, nth, occurrences, placesOf, sectionPaths } from "./requests.ts";
 
 /**
  * With `fileNames` preferring CLAUDE.md, the plugin takes the root CLAUDE.md while OpenCode injects the
@@ -91,21 +91,40 @@ describe("compaction", () => {
     expect(web).toBeGreaterThan(components);
   });
 
-  test(`the copy stays within ${COMPACTION_TOKENS} tokens and says where it was cut`, () => {
+  test(`the copy stays within ${COMPACTION_TOKENS} tokens; a cut ends by naming the file and the line to read from`, () => {
     const copy = compactionCopy();
     expect(countTokens(copy)).toBeLessThanOrEqual(COMPACTION_TOKENS);
-    expect(copy).toContain("(truncated)");
     expect(copy).not.toContain(LAST_WEB_LINE);
-    expect(copy).not.toContain(ROOT_CLAUDE.marker);
+    const note = /\[cut to fit the budget: (\d+) tokens left out; read packages\/web\/AGENTS\.md from line (\d+)\]\n<\/context-file>/.exec(copy);
+    if (note === null) throw new Error(`no cut note for ${WEB.path} in the copy:\n${copy}`);
+    // Line n + 2 of the padded file is "web rule n": the line named is the first one left out.
+    const line = Number(note[2]);
+    expect(copy).toContain(`- web rule ${line - 3}: keep`);
+    expect(copy).not.toContain(`- web rule ${line - 2}: keep`);
+    expect(Number(note[1])).toBeGreaterThan(0);
   });
 
-  test("the first request after compaction carries the full block again", () => {
+  test("the copy names every file of the session's hierarchy: in a section, or listed by path with its tokens", () => {
+    const copy = compactionCopy();
+    const sections = sectionPaths(copy);
+    expect(sections.slice(0, 2)).toEqual([COMPONENTS.path, WEB.path]);
+    if (!sections.includes(ROOT_CLAUDE.path)) expect(copy).toMatch(/\[not included \(budget\): CLAUDE\.md \(\d+ tokens\)\]/);
+  });
+
+  test("the first request after compaction holds the whole hierarchy in its system block, each file once", () => {
     const compactionIndex = only("compaction").index;
-    const after = requests.find((request) => request.kind === "main" && request.index > compactionIndex);
-    if (!after) throw new Error("no main request after compaction");
-    expect(contextFilePaths(after)).toEqual([ROOT_CLAUDE.path, WEB.path, COMPONENTS.path]);
-    const block = contextBlock(after) ?? "";
+    const before = requests.filter((request) => request.kind === "main" && request.index < compactionIndex);
+    const after = requests.filter((request) => request.kind === "main" && request.index > compactionIndex);
+    const first = nth(after, 0);
+    expect(contextFilePaths(first)).toEqual([ROOT_CLAUDE.path, WEB.path, COMPONENTS.path]);
+    const block = contextBlock(first) ?? "";
     expect(block).toContain(LAST_WEB_LINE);
-    expect(block).not.toContain("(truncated)");
+    expect(block).not.toContain("[cut to fit");
+    for (const file of [ROOT_CLAUDE, WEB, COMPONENTS]) expect(placesOf(first, file.marker)).toEqual(["system"]);
+    // Before it, the block held what the session had at its start, byte-identical.
+    for (const request of before) expect(contextBlock(request)).toBe(contextBlock(nth(before, 0)) as string);
+    expect(contextFilePaths(nth(before, 0))).toEqual([ROOT_CLAUDE.path]);
+    // After it, byte-identical again.
+    for (const request of after) expect(contextBlock(request)).toBe(block);
   });
 });

@@ -15,6 +15,11 @@ const MODEL_ID = "mock/m1";
 const PLUGIN_PACKAGE_VERSION: string = (
   (await Bun.file(join(REPO_ROOT, "node_modules/@opencode-ai/plugin/package.json")).json()) as { version: string }
 ).version;
+/**
+ * OpenCode's glob and grep run ripgrep: from PATH, else a download (which the isolated environment
+ * refuses). Without it those tools fail, and a failed tool's output never passes the plugin.
+ */
+export const RIPGREP_ON_PATH = Bun.which("rg") !== null;
 /** Bounds for one `opencode run`, for `opencode serve` to start listening, and for one HTTP call to it. */
 const RUN_TIMEOUT_MS = 60_000;
 const SERVE_START_TIMEOUT_MS = 30_000;
@@ -90,7 +95,8 @@ export function createProject(setup: ProjectSetup): E2EProject {
   return {
     dir,
     run(message, options = {}) {
-      const args = ["run", "--model", MODEL_ID, ...(options.continueLast ? ["--continue"] : []), message];
+      // OpenCode's log on stderr: the plugin logs through it, and a test reads its warnings and errors there.
+      const args = ["run", "--print-logs", "--model", MODEL_ID, ...(options.continueLast ? ["--continue"] : []), message];
       return collectRun(spawnOpencode(args, options.subdirectory));
     },
     serve() {
@@ -103,6 +109,14 @@ export function createProject(setup: ProjectSetup): E2EProject {
       rmSync(root, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Warnings and errors in OpenCode's log (a run's stderr, from `--print-logs`): the plugin logs
+ * through `client.app.log`, and a run that went as planned logs neither.
+ */
+export function logProblems(result: RunResult): string[] {
+  return result.stderr.split("\n").filter((line) => /\blevel=(WARN|ERROR)\b/.test(line));
 }
 
 /** A model server and a project that talks to it, closed together. */

@@ -21,8 +21,12 @@ import { API, ROOT } from "./monorepo.ts";
 
 const NAME = "opencode-project-context";
 const VERSION = (JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as { version: string }).version;
-/** OpenCode delivers a nested file itself only with a `read`; a glob below packages/api reaches it only through the plugin. */
-const TOUCH = { tool: "glob", args: { pattern: "*.ts", path: "packages/api/src/handlers" } };
+/**
+ * OpenCode delivers a nested file itself only with a `read`; a command run below packages/api reaches
+ * it only through the plugin (on that command's output). Not a glob: without ripgrep it fails, and a
+ * failed tool's output never passes the plugin.
+ */
+const TOUCH = { tool: "bash", args: { command: "ls", workdir: "packages/api/src/handlers", description: "List handlers" } };
 
 type Install = { name: string; scenario: Scenario };
 
@@ -106,7 +110,7 @@ for (const name of ["by name from a registry", "file:// path in opencode.json", 
   describe(`install: ${name}`, () => {
     const requests = () => installs.get(name)?.scenario.server.mainRequests() ?? [];
 
-    test("the nested context file reaches the model after the glob touches its directory, not before", () => {
+    test("the nested context file reaches the model after the command touches its directory, not before", () => {
       expect(requests()).toHaveLength(2);
       const [before, after] = requests() as [RecordedRequest, RecordedRequest];
       expect(bodyText(before)).toContain(ROOT.marker);

@@ -14,10 +14,12 @@ export const LEGACY = file("packages/legacy/CLAUDE.md", "CTX-LEGACY:");
 export const MOBILE = file("packages/mobile/AGENTS.md", "CTX-MOBILE:");
 export const AUTH = file("services/auth/AGENTS.md", "CTX-AUTH:");
 export const SEARCH = file("services/search/AGENTS.md", "CTX-SEARCH:");
+/** Below SEARCH: a touch under services/search/src brings two files at once. */
+export const SEARCH_SRC = file("services/search/src/AGENTS.md", "CTX-SEARCH-SRC:");
 /** No scenario touches services/billing: its file must never show. */
 export const BILLING = file("services/billing/AGENTS.md", "CTX-BILLING:");
 
-export const NESTED_FILES = [WEB, COMPONENTS, API, LEGACY, MOBILE, AUTH, SEARCH, BILLING];
+export const NESTED_FILES = [WEB, COMPONENTS, API, LEGACY, MOBILE, AUTH, SEARCH, SEARCH_SRC, BILLING];
 
 /** Three directories below packages/web/src/components/AGENTS.md. */
 export const DEEP_SOURCE = "packages/web/src/components/forms/deep/Field.tsx";

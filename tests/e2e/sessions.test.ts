@@ -1,12 +1,12 @@
 // Context is per session: two sessions of one server see only their own touches, a session continued
-// in a new process (`opencode run -c`) gets back what it touched before, and a subagent session gets
-// the context for what the subagent touches.
+// in a new process (`opencode run -c`) is not sent again what its conversation already carries, and a
+// subagent session gets the context for what the subagent touches, on its own tool output.
 
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { assertRunSucceeded, assertScriptPlayed, openScenario, type Scenario } from "./harness.ts";
-import { firstUserText, type RecordedRequest } from "./model-server.ts";
+import { firstUserText, systemMessages, type RecordedRequest } from "./model-server.ts";
 import { API, AUTH, COMPONENTS, LEGACY, WEB } from "./monorepo.ts";
-import { contextBlock, contextFilePaths, nth, occurrences } from "./requests.ts";
+import { contextBlock, lastToolOutput, nth, occurrences, placesOf, sectionPaths } from "./requests.ts";
 
 const SUBAGENT_PROMPT = "Subagent: read the users handler";
 const STEP_WAIT_MS = 20_000;
@@ -36,7 +36,7 @@ async function runTwoSessionsInOneServer() {
     steps: [
       async () => {
         await bothStarted();
-        return { toolCalls: [{ tool: "read", args: { filePath: `${dir}/packages/api/src/handlers/users.ts` } }] };
+        return { toolCalls: [{ tool: "bash", args: { command: "ls", workdir: `${dir}/packages/api/src/handlers`, description: "List" } }] };
       },
       { text: "alpha done" },
     ],
@@ -46,7 +46,7 @@ async function runTwoSessionsInOneServer() {
     steps: [
       async () => {
         await bothStarted();
-        return { toolCalls: [{ tool: "read", args: { filePath: `${dir}/packages/web/src/components/Button.tsx` } }] };
+        return { toolCalls: [{ tool: "bash", args: { command: "ls", workdir: `${dir}/packages/web/src/components`, description: "List" } }] };
       },
       { text: "beta done" },
     ],
@@ -72,7 +72,13 @@ async function runContinuedInNewProcess() {
   ]);
   assertRunSucceeded(await project.run("first"), server, "first run");
   const before = server.mainRequests();
-  server.play([{ text: "continued" }]);
+  // The continued run touches the same directories again: nothing is owed there.
+  server.play([
+    { toolCalls: [{ tool: "bash", args: { command: "ls", workdir: `${dir}/packages/legacy/lib`, description: "List legacy files" } }] },
+    { toolCalls: [{ tool: "read", args: { filePath: `${dir}/packages/api/src/handlers/users.ts` } }] },
+    { toolCalls: [{ tool: "bash", args: { command: "ls", workdir: `${dir}/services/auth/src`, description: "List auth files" } }] },
+    { text: "continued" },
+  ]);
   assertRunSucceeded(await project.run("second", { continueLast: true }), server, "continued run");
   continued = { before, after: server.mainRequests().slice(before.length) };
 }
@@ -84,7 +90,7 @@ async function runSubagent() {
   const dir = project.dir;
   server.play({
     matches: (request) => firstUserText(request.body).includes(SUBAGENT_PROMPT),
-    steps: [{ toolCalls: [{ tool: "read", args: { filePath: `${dir}/packages/api/src/handlers/users.ts` } }] }, { text: "subagent done" }],
+    steps: [{ toolCalls: [{ tool: "bash", args: { command: "ls", workdir: `${dir}/packages/api/src/handlers`, description: "List" } }] }, { text: "subagent done" }],
   });
   server.play({
     matches: (request) => firstUserText(request.body).includes("delegate"),
@@ -106,35 +112,44 @@ afterAll(async () => {
 });
 
 describe("two sessions in one server", () => {
-  test("each session sees only the context of what it touched", () => {
+  test("each session gets only the context of what it touched, on its own tool output", () => {
     const { alpha, beta } = twoSessions;
     expect(alpha).toHaveLength(2);
     expect(beta).toHaveLength(2);
-    expect(contextFilePaths(nth(alpha, 1))).toEqual([API.path]);
-    expect(contextFilePaths(nth(beta, 1))).toEqual([WEB.path, COMPONENTS.path]);
+    expect(sectionPaths(lastToolOutput(nth(alpha, 1)))).toEqual([API.path]);
+    expect(sectionPaths(lastToolOutput(nth(beta, 1)))).toEqual([COMPONENTS.path, WEB.path]);
     for (const request of alpha) expect(occurrences(request, WEB.marker) + occurrences(request, COMPONENTS.marker)).toBe(0);
     for (const request of beta) expect(occurrences(request, API.marker)).toBe(0);
+    for (const request of [...alpha, ...beta]) expect(systemMessages(request.body)).toHaveLength(1);
   });
 });
 
 describe("a session continued in a new process", () => {
-  test("gets the context of what it touched before, as the same block", () => {
+  test("the first run delivered each file once", () => {
     const lastBefore = nth(continued.before, continued.before.length - 1);
-    const firstAfter = nth(continued.after, 0);
-    expect(contextFilePaths(lastBefore)).toEqual([API.path, LEGACY.path, AUTH.path]);
-    expect(contextFilePaths(firstAfter)).toEqual([API.path, LEGACY.path, AUTH.path]);
-    expect(contextBlock(firstAfter)).toBe(contextBlock(lastBefore) as string);
+    for (const file of [API, LEGACY, AUTH]) expect(placesOf(lastBefore, file.marker)).toEqual(["tool"]);
+  });
+
+  test("the continued run sends nothing its conversation already carries, in no request, and no system block", () => {
+    expect(continued.after).toHaveLength(4);
+    for (const request of continued.after) {
+      expect(systemMessages(request.body)).toHaveLength(1);
+      for (const file of [API, LEGACY, AUTH]) expect({ request: request.index, file: file.path, places: placesOf(request, file.marker) }).toEqual({ request: request.index, file: file.path, places: ["tool"] });
+    }
+    for (const request of continued.after.slice(1)) expect(lastToolOutput(request)).not.toContain("<project-context>");
+    for (const request of continued.after.slice(1)) expect(lastToolOutput(request)).not.toContain("Instructions from:");
   });
 });
 
 describe("a subagent session", () => {
-  test("gets the context of what the subagent touches, from its next request on", () => {
+  test("gets the context of what the subagent touches, on that tool's output; the parent, which touched nothing, gets none", () => {
     const { parent, child } = subagent;
     expect(child).toHaveLength(2);
     expect(contextBlock(nth(child, 0))).toBeUndefined();
-    expect(contextFilePaths(nth(child, 1))).toEqual([API.path]);
-    expect(occurrences(nth(child, 1), API.marker)).toBe(1);
+    expect(sectionPaths(lastToolOutput(nth(child, 1)))).toEqual([API.path]);
+    expect(placesOf(nth(child, 1), API.marker)).toEqual(["tool"]);
     expect(parent.length).toBeGreaterThan(0);
-    expect(contextBlock(nth(parent, 0))).toBeUndefined();
+    for (const request of parent) expect(contextBlock(request)).toBeUndefined();
+    for (const request of parent) expect(occurrences(request, API.marker)).toBe(0);
   });
 });
