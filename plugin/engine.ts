@@ -43,7 +43,7 @@ export class Engine {
   readonly sessions: Sessions;
   private disposed = false;
   /** The hierarchy last computed per session, with what it was computed from. */
-  private readonly hierarchies = new WeakMap<Session, { key: string; hierarchy: Hierarchy }>();
+  private readonly hierarchies = new WeakMap<Session, { key: string; order: number; hierarchy: Hierarchy }>();
 
   private constructor(
     private readonly settings: EngineSettings,
@@ -89,7 +89,7 @@ export class Engine {
     session.stepTokensLeft = this.settings.options.deliveryTokens;
     const host = prompt[0] ?? "";
     if (this.delivery === "system") {
-      const hierarchy = await this.fresh(session);
+      const hierarchy = await this.fresh(session, true);
       this.judgeHost(session, host, hierarchy);
       // The same inputs give the same bytes: built again only when the hierarchy, the host's files or what the conversation holds changed.
       const key = `${this.hierarchies.get(session)?.key}:${[...session.hostPaths].join("\n")}:${session.heldRevision}`;
@@ -105,7 +105,7 @@ export class Engine {
       if (host !== session.hostPrompt) this.judgeHost(session, host, this.current(session));
       return session.system.text;
     }
-    const hierarchy = await this.fresh(session);
+    const hierarchy = await this.fresh(session, true);
     this.judgeHost(session, host, hierarchy);
     const previous = session.system?.paths ?? new Set<string>();
     const rebuild = session.rebuild;
@@ -179,7 +179,7 @@ export class Engine {
     if (this.disposed) return "";
     const session = this.sessions.get(sessionID);
     await this.restore(session);
-    const hierarchy = await this.fresh(session);
+    const hierarchy = await this.fresh(session, true);
     return (await this.compose("compaction", this.items(hierarchy, () => true), this.settings.options.compactionTokens)).text;
   }
 
@@ -211,16 +211,19 @@ export class Engine {
    * The session's hierarchy after a freshness check of everything it was read from: every change
    * written before this call is in it.
    */
-  private async fresh(session: Session): Promise<Hierarchy> {
+  private async fresh(session: Session, ordered = false): Promise<Hierarchy> {
     // Reused or computed, the hierarchy is checked against disk; a change found means computing again
     // (three rounds at most: a directory rewritten faster than it can be read is served as last read).
+    // Touching a known path again only changes priorities: a block that is about to be built asks
+    // for them (`ordered`); finding what to deliver does not.
     for (let round = 0; ; round++) {
-      const key = `${this.store.generation}:${session.version}`;
       const memo = this.hierarchies.get(session);
+      const order = ordered || memo === undefined ? session.order : memo.order;
+      const key = `${this.store.generation}:${session.version}:${order}`;
       let hierarchy = memo?.key === key ? memo.hierarchy : undefined;
       if (hierarchy === undefined) {
         hierarchy = await hierarchyOf(this.store, this.settings.directory, [...session.touched.values()]);
-        this.hierarchies.set(session, { key, hierarchy });
+        this.hierarchies.set(session, { key, order: session.order, hierarchy });
         this.store.retain(session.id, hierarchy.dirs);
       }
       const generation = this.store.generation;
@@ -296,36 +299,41 @@ export class Engine {
       const start = hierarchy.starts.get(path);
       if (start !== undefined) for (const dir of this.store.walkOf(start)) reachedDirs.add(dir);
     }
-    // Nothing changed since a diff found nothing to deliver: only files known by name can still be due.
+    const namedAndReached = (file: FileVersion | undefined) => file !== undefined && reachedDirs.has(file.dir) && session.known(file.path)?.held === "named";
+    // Nothing changed since a diff found nothing to deliver: only a file known by name in a reached directory can be due.
     const quietKey = `${this.store.generation}:${session.version}:${[...session.hostPaths].join("\n")}`;
-    if (quietKey === session.quietKey && ![...session.named()].some((path) => reachedDirs.has(hierarchy.byPath.get(path)?.dir ?? ""))) return "";
-    const updated: FileVersion[] = [];
-    const items: { file: FileVersion; tier: number }[] = [];
+    if (quietKey === session.quietKey && ![...reachedDirs].some((dir) => namedAndReached(hierarchy.byDir.get(dir)))) return "";
+    if (session.stepTokensLeft < MIN_DELIVERY_TOKENS) return "";
+    const updated: { file: FileVersion; tier: number }[] = [];
+    const reachedNow: { file: FileVersion; tier: number }[] = [];
+    const others: { file: FileVersion; tier: number }[] = [];
     hierarchy.files.forEach((file, i) => {
       if (session.hostPaths.has(file.path)) return;
       const known = session.known(file.path);
-      if (known === undefined || (known.held === "named" && reachedDirs.has(file.dir))) items.push({ file, tier: hierarchy.tiers[i]! + 1 });
-      else if (known.sha256 !== file.sha256) updated.push(file);
+      if (known === undefined) (reachedDirs.has(file.dir) ? reachedNow : others).push({ file, tier: 2 + hierarchy.tiers[i]! });
+      else if (known.held === "named") {
+        if (reachedDirs.has(file.dir)) reachedNow.push({ file, tier: 1 });
+      } else if (known.sha256 !== file.sha256) updated.push({ file, tier: 0 });
     });
     const deleted: string[] = [];
     for (const path of [...session.knownPaths()]) {
       const known = session.known(path)!;
       if (!hierarchy.byPath.has(path) && hierarchy.dirSet.has(known.dir)) deleted.push(path);
     }
-    if (items.length === 0 && updated.length === 0 && deleted.length === 0) {
+    // Priority: what the model holds stale, then this call's chain closest first, then anything else new.
+    const items = [...updated, ...reachedNow.map((item) => ({ ...item, tier: 1 })).sort((a, b) => depth(b.file.dir) - depth(a.file.dir)), ...others];
+    if (items.length === 0 && deleted.length === 0) {
       session.quietKey = quietKey;
       return "";
     }
-    if (session.stepTokensLeft < MIN_DELIVERY_TOKENS) return "";
-    const all = [...updated.map((file) => ({ file, tier: 0 })), ...items];
-    const composed = await this.compose("delivery", all, session.stepTokensLeft, {
-      updated: new Set(updated.map((file) => file.path)),
+    const composed = await this.compose("delivery", items, session.stepTokensLeft, {
+      updated: new Set(updated.map((item) => item.file.path)),
       deleted: deleted.map((path) => this.relOf(path)),
     });
     for (const path of deleted) session.drop(path);
     this.remember(session, composed, carrier, hierarchy);
     session.stepTokensLeft -= composed.tokens;
-    if (composed.entries.every((entry) => entry.state === "whole" || entry.state === "cut")) session.quietKey = quietKey;
+    session.quietKey = quietKey;
     return composed.text;
   }
 
@@ -334,8 +342,10 @@ export class Engine {
     for (const entry of composed.entries) {
       const file = hierarchy.byPath.get(entry.key);
       if (file === undefined) continue;
-      const held: Held | undefined = entry.state === "whole" ? "whole" : entry.state === "cut" ? "cut" : carrier === SYSTEM_CARRIER && entry.state === "omitted" ? "named" : undefined;
-      if (held !== undefined) session.hold(file.path, { sha256: file.sha256, held, carrier, byHost: false, dir: file.dir });
+      // A file only named (it did not fit) is known by name: a later tool call that reaches its
+      // directory delivers it. Leaving it due would re-plan a backlog of such files on every call.
+      const held: Held = entry.state === "whole" ? "whole" : entry.state === "cut" ? "cut" : "named";
+      session.hold(file.path, { sha256: file.sha256, held, carrier, byHost: false, dir: file.dir });
     }
   }
 
@@ -390,7 +400,8 @@ export class Engine {
       // The system block it had: the hierarchy of the touches before its last compaction (none: its start).
       session.touch(touches(history.calls.slice(0, history.compactedCalls)));
       const baseline = await this.fresh(session);
-      session.system = { text: "", paths: new Set(baseline.files.map((file) => file.path)) };
+      const baselinePaths = new Set(baseline.files.map((file) => file.path));
+      session.system = { text: "", paths: baselinePaths };
       session.rebuild = "pruned";
       session.touch(touches(history.calls.slice(history.compactedCalls)));
       const hierarchy = await this.fresh(session);
@@ -406,6 +417,10 @@ export class Engine {
           if (carried.text.includes(wholeSection(file))) session.hold(file.path, { sha256: file.sha256, held: "whole", carrier: carried.carrier, byHost: false, dir: file.dir });
         }
       }
+      // What the conversation no longer carries as it is now (pruned since, or edited since it was
+      // sent) goes back to the system block, so the continued run's first request has it: that run
+      // may answer without a single tool call.
+      for (const file of hierarchy.files) if (session.known(file.path) === undefined && !baselinePaths.has(file.path)) session.returning.add(file.path);
     } catch (error) {
       this.settings.log.once(`history:${session.id}`, "warn", `could not read the history of session ${session.id}: ${String(error)}`);
     } finally {
@@ -413,6 +428,12 @@ export class Engine {
     }
   }
 
+}
+
+function depth(dir: string): number {
+  let count = 0;
+  for (let at = dir.indexOf("/"); at !== -1; at = dir.indexOf("/", at + 1)) count++;
+  return count;
 }
 
 function strings(value: unknown): string[] {

@@ -43,7 +43,7 @@ export const DEFAULT_OPTIONS: ResolvedOptions = Object.freeze({
   maxFileBytes: 128 * 1024,
   maxTouchedDirs: 4096,
   watch: true,
-  maxWatchedDirs: 4096,
+  maxWatchedDirs: 8192,
   delivery: "stable",
   deliveryTokens: 6000,
   maxCacheBytes: 32 * 1024 * 1024,

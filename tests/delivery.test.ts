@@ -148,6 +148,24 @@ describe("stable delivery (the default)", () => {
     expect(sectionPaths(await continued.step("c"))).toEqual(["AGENTS.md"]);
     expect((await tool(continued, "c", "read", { filePath: "apps/web/src/App.tsx" })).output).toBe("tool result");
   });
+
+  test("a continued session whose delivered file was edited since gets the new text in its first request, with no tool call needed", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    const delivered = await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" });
+    const history = [
+      { info: { id: "msg_1", role: "user", sessionID: "c" }, parts: [{ type: "text", text: "hi" }] },
+      {
+        info: { id: "msg_2", role: "assistant", sessionID: "c" },
+        parts: [{ type: "tool", callID: "call-1", tool: "read", state: { status: "completed", input: { filePath: "apps/web/src/App.tsx" }, output: delivered.output, time: { start: 1, end: 2 } } }],
+      },
+    ];
+    const continued = await openProject("monorepo", {}, { history });
+    await writeFile(join(continued.root, "apps/web/AGENTS.md"), "# Web\nEdited between the two runs.\n");
+    const first = await continued.step("c");
+    expect(sectionPaths(first)).toEqual(["AGENTS.md", "apps/web/AGENTS.md"]);
+    expect(first).toContain("Edited between the two runs.");
+  });
 });
 
 describe("delivery: system", () => {

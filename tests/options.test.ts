@@ -14,7 +14,7 @@ describe("resolveOptions", () => {
       maxFileBytes: 131072,
       maxTouchedDirs: 4096,
       watch: true,
-      maxWatchedDirs: 4096,
+      maxWatchedDirs: 8192,
       delivery: "stable",
       deliveryTokens: 6000,
       maxCacheBytes: 33554432,

@@ -1,4 +1,5 @@
 import type { FileVersion } from "../files/contained.ts";
+import { LRUCache } from "lru-cache";
 import type { Logger } from "../log.ts";
 import { toDoc, type Doc } from "./doc.ts";
 import { plan, type BlockKind, type PlanItem } from "./plan.ts";
@@ -22,15 +23,24 @@ export interface ComposeExtras {
   readonly deleted?: readonly string[];
 }
 
-/** A file version's doc is a value derived from an immutable record: made once, kept as long as the record lives. */
-const docs = new WeakMap<FileVersion, Doc>();
-/** Exact per-unit counts of a doc, once asked for (counting happens in a separate process). */
-const counts = new WeakMap<Doc, Int32Array>();
-const counting = new WeakMap<Doc, Promise<Int32Array>>();
+/**
+ * A file version's doc is a pure function of an immutable record, cheap to make again (linear),
+ * while its units cost far more memory than its text: only the most recently used are kept. What is
+ * expensive to learn, the exact counts (a separate process), is kept as long as the version lives.
+ */
+const MAX_DOCS = 512;
+const docs = new LRUCache<FileVersion, Doc>({ max: MAX_DOCS });
+const counts = new WeakMap<FileVersion, Int32Array>();
+const counting = new WeakMap<FileVersion, Promise<Int32Array>>();
+/** Which version a doc was made from: counts are asked for by doc and kept by version. */
+const versionOf = new WeakMap<Doc, FileVersion>();
 
 export function docOf(file: FileVersion): Doc {
   let doc = docs.get(file);
-  if (doc === undefined) docs.set(file, (doc = toDoc(file.path, file.rel, file.body)));
+  if (doc === undefined) {
+    docs.set(file, (doc = toDoc(file.path, file.rel, file.body)));
+    versionOf.set(doc, file);
+  }
   return doc;
 }
 
@@ -60,7 +70,7 @@ export async function compose(
   const planItems = (): PlanItem[] =>
     items.map(({ file, tier }) => {
       const doc = docOf(file);
-      const known = counts.get(doc);
+      const known = counts.get(file);
       return known === undefined ? { doc, tier } : { doc, tier, counts: known };
     });
   for (;;) {
@@ -92,22 +102,23 @@ function contentTokens(item: PlanItem, units: number): number {
 }
 
 function countsOf(doc: Doc): Promise<Int32Array> {
-  const known = counts.get(doc);
+  const file = versionOf.get(doc)!;
+  const known = counts.get(file);
   if (known !== undefined) return Promise.resolve(known);
-  let pending = counting.get(doc);
+  let pending = counting.get(file);
   if (pending === undefined) {
     pending = countUnits(doc.units).then(
       (result) => {
-        counts.set(doc, result);
-        counting.delete(doc);
+        counts.set(file, result);
+        counting.delete(file);
         return result;
       },
       (error: unknown) => {
-        counting.delete(doc);
+        counting.delete(file);
         throw error;
       },
     );
-    counting.set(doc, pending);
+    counting.set(file, pending);
   }
   return pending;
 }

@@ -327,6 +327,9 @@ export async function disposeTokens(): Promise<void> {
   failAll(new Error("token counter disposed"));
   if (!peer || peer.exitCode !== null || peer.signalCode !== null) return;
   const exited = new Promise<void>((resolve) => peer.once("exit", () => resolve()));
+  // An idle counter is unref'd: on Node an empty event loop would end the process before its exit
+  // event, leaving this promise (and a top-level await on it) unsettled.
+  holdProcess(peer, true);
   peer.kill();
   await exited;
 }

@@ -5,6 +5,7 @@ import { LRUCache } from "lru-cache";
 import type { Logger } from "../log.ts";
 import { isInside } from "../paths.ts";
 import { readContained, type FileVersion, type Skip } from "./contained.ts";
+import { RecordCache } from "./records.ts";
 import { chainOfWalk, walkUp } from "./walk.ts";
 
 export interface FileStoreOptions {
@@ -109,8 +110,10 @@ export class FileStore {
   readonly realRoot: string;
   private readonly worktree: string;
   private readonly names: ReadonlySet<string>;
-  private readonly records: LRUCache<string, Record_>;
-  private readonly chains = new LRUCache<string, Chain>({ max: MAX_CHAINS });
+  private readonly records: RecordCache<Record_>;
+  private readonly chains = new LRUCache<string, Chain>({ max: MAX_CHAINS, disposeAfter: (_chain, start) => this.unindexChain(start) });
+  /** Directory → the cached chains whose walk goes through it: what an evicted record invalidates, found without a scan. */
+  private readonly chainsThrough = new Map<string, Set<string>>();
   private readonly pendingChains = new Map<string, Promise<Chain>>();
   private readonly walks = new LRUCache<string, readonly string[]>({ max: MAX_STARTS });
   private readonly starts: LRUCache<string, Start>;
@@ -146,14 +149,8 @@ export class FileStore {
     this.realRoot = realOr(options.worktree);
     this.names = new Set(options.fileNames);
     this.mode = options.watch ? "watch" : "sync";
-    this.records = new LRUCache<string, Record_>({
-      maxSize: options.maxCacheBytes ?? DEFAULT_CACHE_BYTES,
-      sizeCalculation: sizeOf,
-      // An evicted version must not live on in a cached chain, or the bound would be a fiction.
-      disposeAfter: (record, dir, reason) => {
-        if (reason === "evict" && record.file !== null) this.dropChainsUnder(dir);
-      },
-    });
+    // An evicted version must not live on in a cached chain, or the bound would be a fiction.
+    this.records = new RecordCache<Record_>(options.maxCacheBytes ?? DEFAULT_CACHE_BYTES, sizeOf, (dir) => this.dropChainsThrough(dir));
     this.starts = new LRUCache<string, Start>({
       max: MAX_STARTS,
       disposeAfter: (start) => start.missing !== undefined && this.forgetMissing(start.missing),
@@ -257,7 +254,7 @@ export class FileStore {
 
   /** How the store stands: for the benchmark, explain and tests. */
   get stats(): { mode: "watch" | "sync"; watched: number; records: number; bytes: number; owners: number } {
-    return { mode: this.mode, watched: this.activeWatches, records: this.records.size, bytes: this.records.calculatedSize, owners: this.owners.size };
+    return { mode: this.mode, watched: this.activeWatches, records: this.records.size, bytes: this.records.looseBytes, owners: this.owners.size };
   }
 
   /** Closes every watch, removes the sentinel directory, clears timers. Nothing is read afterwards. */
@@ -304,8 +301,28 @@ export class FileStore {
       if (record.file?.root === true) break;
     }
     const chain = Object.freeze(chainOfWalk(found));
-    if (cacheable) this.chains.set(startDir, chain);
+    if (cacheable) {
+      this.chains.set(startDir, chain);
+      for (const dir of this.walkOf(startDir)) {
+        let starts = this.chainsThrough.get(dir);
+        if (starts === undefined) this.chainsThrough.set(dir, (starts = new Set()));
+        starts.add(startDir);
+      }
+    }
     return chain;
+  }
+
+  private unindexChain(startDir: string): void {
+    for (const dir of this.walkOf(startDir)) {
+      const starts = this.chainsThrough.get(dir);
+      starts?.delete(startDir);
+      if (starts?.size === 0) this.chainsThrough.delete(dir);
+    }
+  }
+
+  private dropChainsThrough(dir: string): void {
+    const starts = this.chainsThrough.get(dir);
+    if (starts !== undefined) for (const start of [...starts]) this.chains.delete(start);
   }
 
   /** Keeps `fresh` for `dir`, reusing the previous file version when the bytes are the same. */
@@ -317,7 +334,7 @@ export class FileStore {
       record = { ...fresh, file: before };
     } else if (before !== after && previous !== undefined) {
       this.generation++;
-      this.dropChainsUnder(dir);
+      this.dropChainsThrough(dir);
     }
     this.records.set(dir, record);
     this.followLink(dir);
@@ -474,6 +491,7 @@ export class FileStore {
     }
     entry.refs++;
     if (entry.refs === 1) {
+      this.records.pin(dir);
       // fs.watch costs ~10 us: thousands at once would stall the loop, so they start in slices (until
       // then the directory counts as unwatched, and is stat'd by every settle that asks for it).
       const held = entry;
@@ -485,6 +503,7 @@ export class FileStore {
   private letGo(dir: string): void {
     const entry = this.watched.get(dir);
     if (entry === undefined || --entry.refs > 0) return;
+    this.records.unpin(dir);
     this.unwatch(entry);
     this.watched.delete(dir);
     this.dirty.delete(dir);

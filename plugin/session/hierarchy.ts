@@ -7,6 +7,8 @@ export interface Hierarchy {
   readonly files: readonly FileVersion[];
   readonly tiers: readonly number[];
   readonly byPath: ReadonlyMap<string, FileVersion>;
+  /** The file that applies to each directory of the hierarchy that has one. */
+  readonly byDir: ReadonlyMap<string, FileVersion>;
   /** The directories whose context files the hierarchy was read from: what freshness checks and watches cover. */
   readonly dirs: readonly string[];
   readonly dirSet: ReadonlySet<string>;
@@ -45,6 +47,7 @@ export async function hierarchyOf(source: ChainSource, sessionDir: string, touch
   const files: FileVersion[] = [];
   const tiers: number[] = [];
   const byPath = new Map<string, FileVersion>();
+  const byDir = new Map<string, FileVersion>();
   const dirSet = new Set<string>();
   let tier = 0;
   startDirs.forEach((dir, i) => {
@@ -55,13 +58,14 @@ export async function hierarchyOf(source: ChainSource, sessionDir: string, touch
       const file = chain[j]!;
       if (byPath.has(file.path)) continue;
       byPath.set(file.path, file);
+      byDir.set(file.dir, file);
       files.push(file);
       tiers.push(tier);
       added = true;
     }
     if (added) tier++;
   });
-  return { files, tiers, byPath, dirs: [...dirSet], dirSet, starts: startByPath };
+  return { files, tiers, byPath, byDir, dirs: [...dirSet], dirSet, starts: startByPath };
 }
 
 /** The values of `items`, awaiting only those that are promises. */

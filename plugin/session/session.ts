@@ -26,8 +26,10 @@ export type Rebuild = "start" | "compacted" | "pruned";
  */
 export class Session {
   readonly touched = new Map<string, ToolPath>();
-  /** Grows with every change of `touched`, so memos know they are out of date. */
+  /** Grows when a path joins or leaves `touched`: what the hierarchy is made of changed. */
   version = 0;
+  /** Grows when the recency order changes (a path touched again): only priorities changed. */
+  order = 0;
   /** The frozen system block, and the files it was built from (real paths). */
   system: { readonly text: string; readonly paths: ReadonlySet<string> } | undefined;
   rebuild: Rebuild | undefined = "start";
@@ -66,9 +68,10 @@ export class Session {
       // Touching the latest path again changes nothing: the common case, kept free.
       if (this.lastTouched === touched.path) continue;
       this.lastTouched = touched.path;
-      this.touched.delete(touched.path);
+      const known = this.touched.delete(touched.path);
       this.touched.set(touched.path, touched);
-      this.version++;
+      this.order++;
+      if (!known) this.version++;
       if (this.touched.size > this.maxTouched) {
         const oldest = this.touched.keys().next().value;
         if (oldest !== undefined) this.touched.delete(oldest);
