@@ -9,7 +9,7 @@ import { HOST_MARKER, hostCarries, hostEntryPaths, stripReminder } from "./host/
 import { toolPaths } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
 import type { ResolvedOptions } from "./options.ts";
-import { hierarchyOf, type Hierarchy } from "./session/hierarchy.ts";
+import { extendHierarchy, hierarchyOf, type Hierarchy } from "./session/hierarchy.ts";
 import { SYSTEM_CARRIER, type Held, type Session } from "./session/session.ts";
 import { Sessions } from "./session/sessions.ts";
 
@@ -43,7 +43,7 @@ export class Engine {
   readonly sessions: Sessions;
   private disposed = false;
   /** The hierarchy last computed per session, with what it was computed from. */
-  private readonly hierarchies = new WeakMap<Session, { key: string; order: number; hierarchy: Hierarchy }>();
+  private readonly hierarchies = new WeakMap<Session, { key: string; base: string; order: number; hierarchy: Hierarchy }>();
 
   private constructor(
     private readonly settings: EngineSettings,
@@ -221,13 +221,19 @@ export class Engine {
       const order = ordered || memo === undefined ? session.order : memo.order;
       const key = `${this.store.generation}:${session.version}:${order}`;
       let hierarchy = memo?.key === key ? memo.hierarchy : undefined;
+      // Paths added (none forgotten) that start where the hierarchy already starts change no file.
+      if (hierarchy === undefined && memo !== undefined && memo.base === `${this.store.generation}:${session.evictions}:${order}`) {
+        hierarchy = extendHierarchy(this.store, memo.hierarchy, session.touched.values());
+        if (hierarchy !== undefined) this.hierarchies.set(session, { ...memo, key, hierarchy });
+      }
       if (hierarchy === undefined) {
         hierarchy = await hierarchyOf(this.store, this.settings.directory, [...session.touched.values()]);
-        this.hierarchies.set(session, { key, order: session.order, hierarchy });
+        const base = `${this.store.generation}:${session.evictions}:${session.order}`;
+        this.hierarchies.set(session, { key, base, order: session.order, hierarchy });
         this.store.retain(session.id, hierarchy.dirs);
       }
       const generation = this.store.generation;
-      await this.store.settle(hierarchy.dirs);
+      await this.store.settle(hierarchy.dirSet);
       if (this.store.generation === generation || round === 2) return hierarchy;
     }
   }

@@ -82,6 +82,7 @@ interface Start {
 }
 
 interface Watched {
+  readonly dir: string;
   refs: number;
   handle: FSWatcher | undefined;
 }
@@ -122,6 +123,8 @@ export class FileStore {
   private readonly missingByParent = new Map<string, Set<string>>();
 
   private readonly watched = new Map<string, Watched>();
+  /** Held directories without a working watch (not started yet, past maxWatchedDirs, or closed): a settle stats them. */
+  private readonly unwatched = new Set<string>();
   private readonly owners = new Map<string, Set<string>>();
   private activeWatches = 0;
   /** Directory → time (performance.now) of its last event; present while it must be checked. */
@@ -244,7 +247,9 @@ export class FileStore {
    * Brings what is known of `dirs` up to date with the disk as of the call: every change saved before
    * it is seen by the chains asked for after it resolves. With a working watcher: a barrier (all events
    * queued before it are dispatched), then sync stats of dirty and unwatched directories only; without:
-   * sync stats of `dirs`. What changed is read again.
+   * sync stats of `dirs`. What changed is read again. Given as a Set, `dirs` must be retained (held
+   * directories are the ones a watch or the unwatched list accounts for): the engine retains a
+   * hierarchy's directories before it settles them.
    */
   settle(dirs: Iterable<string>): Promise<void> {
     if (this.disposed) return RESOLVED;
@@ -402,7 +407,7 @@ export class FileStore {
     if (this.disposed) return RESOLVED;
     const now = performance.now();
     let rereads: Promise<unknown>[] | undefined;
-    for (const dir of dirs) {
+    for (const dir of all ? dirs : this.needingCheck(dirs)) {
       if (!all) {
         const entry = this.watched.get(dir);
         if (entry?.handle !== undefined) {
@@ -415,6 +420,19 @@ export class FileStore {
       if (reread !== undefined) (rereads ??= []).push(reread);
     }
     return rereads === undefined ? RESOLVED : Promise.all(rereads).then(() => undefined);
+  }
+
+  /**
+   * Of `dirs`, those a watch does not vouch for. Given a set of held directories (a session's
+   * hierarchy, retained before it is settled), found from the few dirty and unwatched ones rather
+   * than by visiting thousands of quiet directories on every step.
+   */
+  private needingCheck(dirs: Iterable<string>): Iterable<string> {
+    if (!(dirs instanceof Set)) return dirs;
+    const due = new Set<string>();
+    for (const dir of this.dirty.keys()) if (dirs.has(dir)) due.add(dir);
+    for (const dir of this.unwatched) if (dirs.has(dir)) due.add(dir);
+    return due;
   }
 
   private checkDir(dir: string): Promise<unknown> | undefined {
@@ -486,12 +504,13 @@ export class FileStore {
   private hold(dir: string): void {
     let entry = this.watched.get(dir);
     if (entry === undefined) {
-      entry = { refs: 0, handle: undefined };
+      entry = { dir, refs: 0, handle: undefined };
       this.watched.set(dir, entry);
     }
     entry.refs++;
     if (entry.refs === 1) {
       this.records.pin(dir);
+      this.unwatched.add(dir);
       // fs.watch costs ~10 us: thousands at once would stall the loop, so they start in slices (until
       // then the directory counts as unwatched, and is stat'd by every settle that asks for it).
       const held = entry;
@@ -505,6 +524,7 @@ export class FileStore {
     if (entry === undefined || --entry.refs > 0) return;
     this.records.unpin(dir);
     this.unwatch(entry);
+    this.unwatched.delete(dir);
     this.watched.delete(dir);
     this.dirty.delete(dir);
     this.followLink(dir);
@@ -522,6 +542,7 @@ export class FileStore {
       });
       entry.handle = handle;
       this.activeWatches++;
+      this.unwatched.delete(dir);
       // Changes between the record's read and this watch produced no event: one check is owed.
       this.dirty.set(dir, performance.now());
     } catch (error) {
@@ -535,6 +556,7 @@ export class FileStore {
     entry.handle.close();
     entry.handle = undefined;
     this.activeWatches--;
+    if (entry.refs > 0) this.unwatched.add(entry.dir);
   }
 
   /** Keeps the directory of a held directory's symlinked context file held too (and no other). */

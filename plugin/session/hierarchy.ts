@@ -14,6 +14,25 @@ export interface Hierarchy {
   readonly dirSet: ReadonlySet<string>;
   /** The real start directory of each touched path (absent when it lies outside the worktree). */
   readonly starts: ReadonlyMap<string, string>;
+  readonly startDirs: ReadonlySet<string>;
+}
+
+/**
+ * The hierarchy with more touched paths, when each of them starts where some path of the hierarchy
+ * already starts (another file of a directory already touched, the common case): the files are the
+ * same, only the paths are new. Undefined when a new start needs the hierarchy computed again.
+ */
+export function extendHierarchy(source: ChainSource, hierarchy: Hierarchy, touches: Iterable<ToolPath>): Hierarchy | undefined {
+  let starts: Map<string, string> | undefined;
+  for (const touch of touches) {
+    if (hierarchy.starts.has(touch.path)) continue;
+    const start = source.resolveStart(touch.path, touch.isFile);
+    if (start instanceof Promise) return undefined;
+    if (start === undefined) continue;
+    if (!hierarchy.startDirs.has(start)) return undefined;
+    (starts ??= new Map(hierarchy.starts)).set(touch.path, start);
+  }
+  return starts === undefined ? hierarchy : { ...hierarchy, starts };
 }
 
 /** The store's view the hierarchy is computed from (answers synchronously when it already knows). */
@@ -65,7 +84,7 @@ export async function hierarchyOf(source: ChainSource, sessionDir: string, touch
     }
     if (added) tier++;
   });
-  return { files, tiers, byPath, byDir, dirs: [...dirSet], dirSet, starts: startByPath };
+  return { files, tiers, byPath, byDir, dirs: [...dirSet], dirSet, starts: startByPath, startDirs: seenStart };
 }
 
 /** The values of `items`, awaiting only those that are promises. */

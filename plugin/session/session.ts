@@ -30,6 +30,8 @@ export class Session {
   version = 0;
   /** Grows when the recency order changes (a path touched again): only priorities changed. */
   order = 0;
+  /** Grows when the oldest touched path is forgotten: what the hierarchy is made of shrank. */
+  evictions = 0;
   /** The frozen system block, and the files it was built from (real paths). */
   system: { readonly text: string; readonly paths: ReadonlySet<string> } | undefined;
   rebuild: Rebuild | undefined = "start";
@@ -75,6 +77,7 @@ export class Session {
       if (this.touched.size > this.maxTouched) {
         const oldest = this.touched.keys().next().value;
         if (oldest !== undefined) this.touched.delete(oldest);
+        this.evictions++;
       }
     }
   }
