@@ -7,7 +7,9 @@ import { createMessagesTransform } from "./hooks/messages-transform.ts";
 import { createSystemTransform } from "./hooks/system-transform.ts";
 import { createToolAfter } from "./hooks/tool-after.ts";
 import { createToolBefore } from "./hooks/tool-before.ts";
-import { createLogger } from "./log.ts";
+import { warmBound } from "./block/tokens.ts";
+import { warmFrontmatter } from "./files/frontmatter.ts";
+import { createLogger, type Logger } from "./log.ts";
 import { resolveOptions } from "./options.ts";
 import { VERSION } from "./version.ts";
 
@@ -37,6 +39,7 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
     const worktree = typeof input.worktree === "string" && input.worktree !== "" && input.worktree !== "/" ? input.worktree : directory;
     const engine = await Engine.create({ directory, worktree, options, log, client: input.client });
     log.log("info", `project-context ${VERSION} started: worktree ${worktree}, delivery ${options.delivery}, watcher ${options.watch ? "on" : "off"}`);
+    await warmUp(log);
     return {
       "tool.execute.before": createToolBefore(engine, log),
       "tool.execute.after": createToolAfter(engine, log),
@@ -52,5 +55,21 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
     return {};
   }
 };
+
+/**
+ * The two libraries a first step would otherwise load in one go (gray-matter with js-yaml ~15 ms, the
+ * token bound's table ~4 ms) are loaded at start-up, each in an event-loop task of its own, so that no
+ * task of the plugin blocks OpenCode for long (start-up is awaited by OpenCode before any session).
+ */
+async function warmUp(log: Logger): Promise<void> {
+  for (const load of [warmFrontmatter, warmBound]) {
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    try {
+      load();
+    } catch (error) {
+      log.log("warn", `could not preload a library (it loads on first use): ${String(error)}`);
+    }
+  }
+}
 
 export default ProjectContext;

@@ -62,11 +62,16 @@ let matter: Matter | undefined;
 
 /**
  * gray-matter (with js-yaml) costs ~15 ms to load: loaded on the first file that has a closed leading
- * block, never at start-up. `require` keeps parsing synchronous (reads are), and works in Bun and Node.
+ * block, or warmed in a task of its own just after start-up. `require` keeps parsing synchronous (reads are), and works in Bun and Node.
  */
 function loadMatter(): Matter {
   matter ??= createRequire(import.meta.url)("gray-matter") as Matter;
   return matter;
+}
+
+/** Loads gray-matter now, so that the first file with frontmatter does not pay for it inside a step. */
+export function warmFrontmatter(): void {
+  loadMatter();
 }
 
 /**
