@@ -63,7 +63,8 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
  */
 async function warmUp(log: Logger): Promise<void> {
   for (const load of [warmFrontmatter, warmBound]) {
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    // A timer, not setImmediate: Bun runs immediates queued by an immediate in the same turn.
+    await new Promise<void>((resolve) => setTimeout(resolve, 0));
     try {
       load();
     } catch (error) {
