@@ -19,13 +19,17 @@ describe("the package entry", () => {
     expect(entry.default).toBe(entry.ProjectContext);
   });
 
-  test("a second call with the same input (both exports called) gets no hooks, so nothing is injected twice", async () => {
+  test("a second call with the same input (both exports called) gets no hooks, so nothing is injected twice; start-up logs one line", async () => {
     const project = await tempProject("monorepo");
-    const input = { client: fakeClient().client, directory: project.root, worktree: project.root } as unknown as PluginInput;
+    const { client, logs } = fakeClient();
+    const input = { client, directory: project.root, worktree: project.root } as unknown as PluginInput;
     const hooks = await entry.default(input);
     const again = await entry.ProjectContext(input);
     expect(Object.keys(hooks).length).toBeGreaterThan(0);
     expect(again).toEqual({});
+    expect(logs.filter((log) => log.message.includes("started"))).toEqual([
+      { service: "project-context", level: "info", message: `project-context ${VERSION} started: worktree ${project.root}, delivery stable, watcher on` },
+    ]);
     await hooks.dispose?.();
     await project.cleanup();
   });
