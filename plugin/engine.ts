@@ -135,7 +135,7 @@ export class Engine {
       await this.restore(session);
       const hierarchy = await this.fresh(session);
       const loaded = tool === "read" ? strings((result.metadata as { loaded?: unknown } | undefined)?.loaded) : [];
-      if (loaded.length > 0) await this.judgeReminder(session, hierarchy, carrier, loaded, result);
+      if (loaded.length > 0) this.judgeReminder(session, hierarchy, carrier, loaded, result);
       if (this.delivery !== "stable") return;
       const reached = new Set(toolPaths(tool, args, this.settings.directory, this.settings.worktree).map((touch) => touch.path));
       const text = await this.deliver(session, hierarchy, carrier, reached);
@@ -270,26 +270,20 @@ export class Engine {
    * this version is removed; any other entry the read carries whole is what the conversation holds
    * of that file from now on.
    */
-  private async judgeReminder(session: Session, hierarchy: Hierarchy, carrier: string, loaded: readonly string[], result: ToolResult): Promise<void> {
+  private judgeReminder(session: Session, hierarchy: Hierarchy, carrier: string, loaded: readonly string[], result: ToolResult): void {
     const output = result.output as string;
     const drop = new Map<string, string>();
     for (const named of loaded) {
       const file = this.fileNamed(hierarchy, named);
       if (file === undefined || !output.includes(`${HOST_MARKER}${named}\n${file.raw}`)) continue;
+      // Delivery "system" never strips: the block leaves the file out while this read output carries
+      // it (a block that later had to cut it would otherwise leave the model no whole copy at all).
       const known = session.known(file.path);
-      const wholeAlready =
-        this.delivery === "system" ? await this.systemCarriesWhole(session, hierarchy, file) : known?.sha256 === file.sha256 && known.held === "whole";
+      const wholeAlready = this.delivery === "stable" && known?.sha256 === file.sha256 && known.held === "whole";
       if (wholeAlready) drop.set(named, file.raw);
       else session.hold(file.path, { sha256: file.sha256, held: "whole", carrier, byHost: true, dir: file.dir });
     }
     if (drop.size > 0) result.output = stripReminder(output, loaded, drop);
-  }
-
-  /** Delivery "system": whether the block the next step gets carries `file` whole. */
-  private async systemCarriesWhole(session: Session, hierarchy: Hierarchy, file: FileVersion): Promise<boolean> {
-    const items = this.items(hierarchy, (candidate) => !session.hostPaths.has(candidate.path));
-    const composed = await this.compose("system", items, this.settings.options.systemTokens);
-    return composed.entries.some((entry) => entry.key === file.path && entry.state === "whole");
   }
 
   /**

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { projects, sectionPaths, type Started } from "./helpers/harness.ts";
 
@@ -176,4 +176,53 @@ describe("delivery: system", () => {
     expect(reached.output).toBe("tool result");
     expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md", "apps/web/AGENTS.md"]);
   });
+});
+
+describe("each file once, on a 45-file monorepo (the shape where a cut copy used to ride beside OpenCode's whole copy)", () => {
+  /** 45 nested context files of ~300-2,300 tokens, and a session that reads a source file in each package, OpenCode-style. */
+  async function monorepo(plugin: Started): Promise<string[]> {
+    const rels: string[] = [];
+    for (let i = 0; i < 45; i++) {
+      const rel = `packages/p${i}/AGENTS.md`;
+      const rules = Array.from({ length: 20 + (i % 9) * 20 }, (_, j) => `- p${i} rule ${j}: keep handlers small and typed.`).join("\n");
+      await mkdir(join(plugin.root, `packages/p${i}/src`), { recursive: true });
+      await writeFile(join(plugin.root, rel), `# Package p${i}\n\n${rules}\n`);
+      rels.push(rel);
+    }
+    return rels;
+  }
+
+  /** A read as OpenCode 1.18.33 returns it: the file, then its reminder carrying the nested file whole. */
+  async function read(plugin: Started, sessionID: string, rel: string): Promise<string> {
+    const path = join(plugin.root, rel);
+    const raw = await readFile(path, "utf8");
+    const body = `<content>\n1: export {}\n</content>`;
+    const output = await tool(plugin, sessionID, "read", { filePath: join(plugin.root, rel.replace("AGENTS.md", "src/index.ts")) }, `${body}\n\n<system-reminder>\nInstructions from: ${path}\n${raw}\n</system-reminder>`, { loaded: [path] });
+    return output.output;
+  }
+
+  for (const delivery of ["stable", "system"] as const) {
+    test(`delivery ${delivery}: no file is both cut and whole in what the model gets, and every file that fits arrives whole`, async () => {
+      const plugin = await open({ delivery, systemTokens: 4000, deliveryTokens: 3000 });
+      const rels = await monorepo(plugin);
+      await plugin.step("s");
+      const conversation: string[] = [];
+      for (const rel of rels) {
+        conversation.push(await read(plugin, "s", rel));
+        const system = (await plugin.step("s")) ?? "";
+        // What this request carries: the system block and every tool output so far.
+        for (const candidate of rels) {
+          const marker = `# Package p${candidate.slice(10, candidate.indexOf("/", 10))}`;
+          const whole = [system, ...conversation].filter((text) => text.includes(`${marker}\n`) && !text.includes(`read ${candidate} from line`)).length;
+          const cut = [system, ...conversation].filter((text) => text.includes(`read ${candidate} from line`)).length;
+          expect(cut > 0 && whole > 0).toBe(false);
+        }
+      }
+      // Every file fits either budget alone: each reached the model whole (OpenCode's copy or the plugin's).
+      for (const rel of rels) {
+        const raw = await readFile(join(plugin.root, rel), "utf8");
+        expect(conversation.some((text) => text.includes(raw.trimEnd()))).toBe(true);
+      }
+    });
+  }
 });

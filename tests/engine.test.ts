@@ -90,19 +90,21 @@ describe("what the host already injected", () => {
     expect(await plugin.step("s")).toContain("Web app");
   });
 
-  test("the read tool's copy of a nested file is removed when the block carries it whole", async () => {
+  test("OpenCode's read reminder is left whole, and the block leaves that file out while the read output carries it", async () => {
     const plugin = await open();
     const args = { filePath: join(plugin.root, "apps/web/src/App.tsx") };
     await plugin.touch("s", "read", args);
-    const file = join(plugin.root, "apps/web/AGENTS.md");
-    const output = {
-      title: "App.tsx",
-      metadata: { loaded: [file] },
-      output: `<file>\n00001| export function App() {}\n</file>\n\n<system-reminder>\nInstructions from: ${file}\n${readFileSync(file, "utf8")}\n</system-reminder>`,
-    };
-    await plugin.hooks["tool.execute.after"]!({ tool: "read", sessionID: "s", callID: "r", args }, output);
-    expect(output.output).toBe("<file>\n00001| export function App() {}\n</file>");
     expect(await plugin.step("s")).toContain("# Web app (React + Vite)");
+    const file = join(plugin.root, "apps/web/AGENTS.md");
+    const read = `<file>\n00001| export function App() {}\n</file>\n\n<system-reminder>\nInstructions from: ${file}\n${readFileSync(file, "utf8")}\n</system-reminder>`;
+    const output = { title: "App.tsx", metadata: { loaded: [file] }, output: read };
+    await plugin.hooks["tool.execute.after"]!({ tool: "read", sessionID: "s", callID: "r", args }, output);
+    expect(output.output).toBe(read);
+    expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md"]);
+    // Pruned by OpenCode, the read output no longer carries it: the file is back in the block.
+    const messages = [{ info: { id: "m", sessionID: "s", role: "assistant" }, parts: [{ type: "tool", callID: "r", tool: "read", state: { status: "completed", output: read, time: { start: 1, end: 2, compacted: 3 } } }] }];
+    await plugin.hooks["experimental.chat.messages.transform"]!({} as never, { messages } as never);
+    expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md", "apps/web/AGENTS.md"]);
   });
 
   test("only a read's closing reminder is touched: other tools' output and a file's own text stay as written", async () => {
