@@ -14,6 +14,15 @@ async function tool(plugin: Started, sessionID: string, name: string, args: Reco
   return output;
 }
 
+/** Session "c"'s history as OpenCode gives it: a user message, then a read of apps/web/src/App.tsx whose output was `output`. */
+const historyOf = (output: string) => [
+  { info: { id: "msg_1", role: "user", sessionID: "c" }, parts: [{ type: "text", text: "hi" }] },
+  {
+    info: { id: "msg_2", role: "assistant", sessionID: "c" },
+    parts: [{ type: "tool", callID: "call-1", tool: "read", state: { status: "completed", input: { filePath: "apps/web/src/App.tsx" }, output, time: { start: 1, end: 2 } } }],
+  },
+];
+
 /** Runs chat.message for a new user message and returns the parts the plugin added. */
 async function userMessage(plugin: Started, sessionID: string) {
   const message = { id: `msg_${Date.now()}_${Math.random()}`, sessionID, role: "user" };
@@ -137,13 +146,7 @@ describe("stable delivery (the default)", () => {
     const plugin = await open();
     await plugin.step("s");
     const delivered = await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" });
-    const history = [
-      { info: { id: "msg_1", role: "user", sessionID: "c" }, parts: [{ type: "text", text: "hi" }] },
-      {
-        info: { id: "msg_2", role: "assistant", sessionID: "c" },
-        parts: [{ type: "tool", callID: "call-1", tool: "read", state: { status: "completed", input: { filePath: "apps/web/src/App.tsx" }, output: delivered.output, time: { start: 1, end: 2 } } }],
-      },
-    ];
+    const history = historyOf(delivered.output);
     const continued = await open({}, history);
     expect(sectionPaths(await continued.step("c"))).toEqual(["AGENTS.md"]);
     expect((await tool(continued, "c", "read", { filePath: "apps/web/src/App.tsx" })).output).toBe("tool result");
@@ -153,13 +156,7 @@ describe("stable delivery (the default)", () => {
     const plugin = await open();
     await plugin.step("s");
     const delivered = await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" });
-    const history = [
-      { info: { id: "msg_1", role: "user", sessionID: "c" }, parts: [{ type: "text", text: "hi" }] },
-      {
-        info: { id: "msg_2", role: "assistant", sessionID: "c" },
-        parts: [{ type: "tool", callID: "call-1", tool: "read", state: { status: "completed", input: { filePath: "apps/web/src/App.tsx" }, output: delivered.output, time: { start: 1, end: 2 } } }],
-      },
-    ];
+    const history = historyOf(delivered.output);
     const continued = await openProject("monorepo", {}, { history });
     await writeFile(join(continued.root, "apps/web/AGENTS.md"), "# Web\nEdited between the two runs.\n");
     const first = await continued.step("c");

@@ -245,7 +245,7 @@ function isolatedEnv(home: string, projectDir: string, tmp: string): Record<stri
   };
 }
 
-function freeLocalPort(): number {
+export function freeLocalPort(): number {
   const probe = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response() });
   const port = probe.port;
   probe.stop(true);

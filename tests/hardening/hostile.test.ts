@@ -13,40 +13,10 @@ import { join } from "node:path";
 import { sectionPaths, start, tempProject, type Started } from "../helpers/harness.ts";
 import type { Event } from "./child/runner.ts";
 import { figures } from "./figures.ts";
+import { expectIntactFrame } from "./frame.ts";
 import { after, leakedMarkers, runChild, sandbox, type Sandbox } from "./util.ts";
 
 const MB = 1024 * 1024;
-
-/**
- * What a model could take for a framing tag, whatever the case or spacing, including invisible
- * format characters (zero-width space/joiners, word joiner, soft hyphen, BOM: Unicode category Cf)
- * anywhere in it: a tokenizer keeps them, a reader does not see them.
- */
-const INVISIBLE = "\\p{Cf}";
-const GAP = `[\\s${INVISIBLE}]*`;
-const spread = (name: string) => [...name].join(`${INVISIBLE}*`);
-const tag = (names: string[], slash: "open" | "close" | "either") =>
-  new RegExp(`<${GAP}${slash === "open" ? "" : slash === "close" ? "\\/" : "\\/?"}${GAP}(?:${names.map(spread).join("|")})${INVISIBLE}*(?=[\\s/>]|$)`, "giu");
-const LENIENT = {
-  closeBlock: tag(["project-context"], "close"),
-  openBlock: tag(["project-context"], "open"),
-  openFile: tag(["context-file"], "open"),
-  closeFile: tag(["context-file"], "close"),
-  host: tag(["system-reminder", "system", "instructions"], "either"),
-};
-const count = (text: string, pattern: RegExp) => text.match(pattern)?.length ?? 0;
-
-/** A block (or compaction copy) whose frame no file text could break. */
-function expectIntactFrame(text: string): void {
-  expect(text.startsWith("<project-context>\n")).toBe(true);
-  expect(text.endsWith("</project-context>")).toBe(true);
-  expect(count(text, LENIENT.openBlock)).toBe(1);
-  expect(count(text, LENIENT.closeBlock)).toBe(1);
-  const sections = sectionPaths(text).length;
-  expect(count(text, LENIENT.openFile)).toBe(sections);
-  expect(count(text, LENIENT.closeFile)).toBe(sections);
-  expect(text.match(LENIENT.host) ?? []).toEqual([]);
-}
 
 const messages = (plugin: Started, pattern: RegExp) => plugin.logs.filter((entry) => pattern.test(entry.message));
 

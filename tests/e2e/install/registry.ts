@@ -5,6 +5,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { freeLocalPort } from "../harness.ts";
 import { npm, npmEnv, REPO_ROOT } from "./npm.ts";
 
 const START_TIMEOUT_MS = 30_000;
@@ -168,10 +169,3 @@ function stopChild(child: ChildProcess): Promise<void> {
   });
 }
 
-function freeLocalPort(): number {
-  const probe = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response() });
-  const port = probe.port;
-  probe.stop(true);
-  if (port === undefined) throw new Error("could not get a free local port");
-  return port;
-}
