@@ -1,10 +1,10 @@
 import type { PluginInput } from "@opencode-ai/plugin";
 import { join, relative } from "node:path";
-import { compose, wholeSection, type BlockKind, type Composed } from "./block/compose.ts";
+import { compose, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
 import { disposeTokens } from "./block/tokens.ts";
 import type { FileVersion } from "./files/contained.ts";
 import { FileStore } from "./files/store.ts";
-import { prunedCarriers, readHistory } from "./host/history.ts";
+import { prunedCarriers, readHistory, summaries } from "./host/history.ts";
 import { HOST_MARKER, hostCarries, hostEntryPaths, stripReminder } from "./host/instructions.ts";
 import { toolPaths } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
@@ -109,15 +109,29 @@ export class Engine {
     this.judgeHost(session, host, hierarchy);
     const previous = session.system?.paths ?? new Set<string>();
     const rebuild = session.rebuild;
-    if (rebuild === "compacted") session.dropAll();
-    const keep = (file: FileVersion) =>
-      !session.hostPaths.has(file.path) &&
-      (rebuild !== undefined && rebuild !== "pruned" ? true : previous.has(file.path) || session.returning.has(file.path));
-    const items = this.items(hierarchy, keep);
+    if (rebuild === "compacted") {
+      // The summary replaced what came before it; turns OpenCode kept verbatim still carry their files.
+      const present = session.present;
+      for (const path of [...session.knownPaths()]) {
+        const carrier = session.known(path)!.carrier;
+        if (present === undefined || carrier === SYSTEM_CARRIER || !present.has(carrier)) session.drop(path);
+      }
+    }
+    // Whatever the reason for the build, a file a live tool output or message carries whole at this version is not repeated.
+    const heldElsewhere = (file: FileVersion) => {
+      const known = session.known(file.path);
+      return known !== undefined && known.carrier !== SYSTEM_CARRIER && known.held === "whole" && known.sha256 === file.sha256;
+    };
+    const wanted = (file: FileVersion) => rebuild === "start" || rebuild === "compacted" || previous.has(file.path) || session.returning.has(file.path);
+    const items = this.items(hierarchy, (file) => !session.hostPaths.has(file.path) && !heldElsewhere(file) && wanted(file));
     const composed = await this.compose("system", items, this.settings.options.systemTokens);
+    // No exact counts (logged): no block this step, and the build is tried again at the next one.
+    if (composed.failed) return "";
     this.remember(session, composed, SYSTEM_CARRIER, hierarchy);
     session.system = { text: composed.text, paths: new Set(items.map((item) => item.file.path)) };
     session.rebuild = undefined;
+    session.present = undefined;
+    session.compactions.handled = Math.max(session.compactions.seen, session.compactions.evented);
     session.returning.clear();
     return composed.text;
   }
@@ -158,6 +172,14 @@ export class Engine {
   /** OpenCode's messages as about to be sent: a pruned tool output that carried a file sends it back to the system block. */
   observe(messages: unknown): void {
     if (this.disposed) return;
+    for (const [sessionID, { summary, carriers }] of summaries(messages)) {
+      const session = this.sessions.peek(sessionID);
+      if (session === undefined || summary === session.compactions.lastSummary) continue;
+      session.compactions.lastSummary = summary;
+      session.compactions.seen++;
+      session.present = carriers();
+      if (session.compactions.seen > session.compactions.handled) this.askRebuild(session);
+    }
     const pruned = prunedCarriers(messages, (sessionID, callID) => this.sessions.peek(sessionID)?.carries(callID) === true);
     for (const [sessionID, carriers] of pruned) {
       const session = this.sessions.peek(sessionID);
@@ -170,6 +192,11 @@ export class Engine {
   compacted(sessionID: string): void {
     const session = this.sessions.peek(sessionID);
     if (session === undefined) return;
+    session.compactions.evented++;
+    if (session.compactions.evented > session.compactions.handled) this.askRebuild(session);
+  }
+
+  private askRebuild(session: Session): void {
     session.rebuild = "compacted";
     session.returning.clear();
   }
@@ -230,7 +257,8 @@ export class Engine {
         hierarchy = await hierarchyOf(this.store, this.settings.directory, [...session.touched.values()]);
         const base = `${this.store.generation}:${session.evictions}:${session.order}`;
         this.hierarchies.set(session, { key, base, order: session.order, hierarchy });
-        this.store.retain(session.id, hierarchy.dirs);
+        // Deleted while this was computed: its watches were let go already, and must stay so.
+        if (this.sessions.peek(session.id) === session) this.store.retain(session.id, hierarchy.dirs);
       }
       const generation = this.store.generation;
       await this.store.settle(hierarchy.dirSet);
@@ -330,6 +358,7 @@ export class Engine {
       updated: new Set(updated.map((item) => item.file.path)),
       deleted: deleted.map((path) => this.relOf(path)),
     });
+    if (composed.failed) return "";
     for (const path of deleted) session.drop(path);
     this.remember(session, composed, carrier, hierarchy);
     session.stepTokensLeft -= composed.tokens;
@@ -402,7 +431,8 @@ export class Engine {
       const baseline = await this.fresh(session);
       const baselinePaths = new Set(baseline.files.map((file) => file.path));
       session.system = { text: "", paths: baselinePaths };
-      session.rebuild = "pruned";
+      // A compaction reported while the history was read stays a compaction.
+      if (session.rebuild === "start") session.rebuild = "pruned";
       session.touch(touches(history.calls.slice(history.compactedCalls)));
       const hierarchy = await this.fresh(session);
       for (const carried of history.carried) {
@@ -414,7 +444,9 @@ export class Engine {
         }
         if (!carried.text.includes("<project-context")) continue;
         for (const file of hierarchy.files) {
-          if (carried.text.includes(wholeSection(file))) session.hold(file.path, { sha256: file.sha256, held: "whole", carrier: carried.carrier, byHost: false, dir: file.dir });
+          if (wholeSections(file).some((section) => carried.text.includes(section))) {
+            session.hold(file.path, { sha256: file.sha256, held: "whole", carrier: carried.carrier, byHost: false, dir: file.dir });
+          }
         }
       }
       // What the conversation no longer carries as it is now (pruned since, or edited since it was

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { projects, sectionPaths, type Started } from "./helpers/harness.ts";
+import { projects, sectionPaths, start, type Started } from "./helpers/harness.ts";
 
 const openProject = projects();
 const open = (options?: Record<string, unknown>, history: unknown[] = []) => openProject("monorepo", options, { history });
@@ -222,4 +222,73 @@ describe("each file once, on a 45-file monorepo (the shape where a cut copy used
       }
     });
   }
+});
+
+describe("no rebuild repeats what a live tool output carries (found in review)", () => {
+  const count = (text: string, needle: string) => text.split(needle).length - 1;
+  const pruned = (callID: string) => ({
+    messages: [{ info: { id: "m", sessionID: "s", role: "assistant" }, parts: [{ type: "tool", callID, tool: "read", state: { status: "completed", output: "", time: { start: 1, end: 2, compacted: 3 } } }] }],
+  });
+  async function toolWithId(plugin: Started, callID: string, args: Record<string, unknown>) {
+    await plugin.touch("s", "read", args);
+    const output = { title: "read", output: "x", metadata: {} };
+    await plugin.hooks["tool.execute.after"]!({ tool: "read", sessionID: "s", callID, args } as never, output as never);
+    return output.output;
+  }
+
+  test("a prune rebuilds the block without a file another live output carries at this version", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    await toolWithId(plugin, "c1", { filePath: "apps/web/src/App.tsx" });
+    await writeFile(join(plugin.root, "AGENTS.md"), "# Root\nROOT V2 marker\n");
+    const c2 = await toolWithId(plugin, "c2", { filePath: "apps/web/src/App.tsx" });
+    await plugin.hooks["experimental.chat.messages.transform"]!({} as never, pruned("c1") as never);
+    const system = (await plugin.step("s")) ?? "";
+    expect(count(system + c2, "ROOT V2 marker")).toBe(1);
+    expect(system).toContain("apps/web/AGENTS.md");
+  });
+
+  test("a continued session recognises an updated delivery in its history", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    const c1 = await toolWithId(plugin, "c1", { filePath: "apps/web/src/App.tsx" });
+    await writeFile(join(plugin.root, "AGENTS.md"), "# Root\nROOT V2 marker\n");
+    const c2 = await toolWithId(plugin, "c2", { filePath: "apps/web/src/App.tsx" });
+    expect(c2).toContain('status="updated"');
+    const part = (callID: string, output: string) => ({ type: "tool", callID, tool: "read", state: { status: "completed", input: { filePath: "apps/web/src/App.tsx" }, output, time: { start: 1, end: 2 } } });
+    const history = [
+      { info: { id: "msg_1", role: "user", sessionID: "s" }, parts: [{ type: "text", text: "hi" }] },
+      { info: { id: "msg_2", role: "assistant", sessionID: "s" }, parts: [part("c1", c1), part("c2", c2)] },
+    ];
+    const again = await start(plugin.root, {}, { history });
+    try {
+      expect(count(((await again.step("s")) ?? "") + c2, "ROOT V2 marker")).toBe(1);
+    } finally {
+      await again.dispose();
+    }
+  });
+
+  test("a read reminder before the session's first step is not repeated by its first block", async () => {
+    const plugin = await open();
+    const path = join(plugin.root, "apps/web/AGENTS.md");
+    const raw = await readFile(path, "utf8");
+    const output = await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" }, `<content>x</content>\n\n<system-reminder>\nInstructions from: ${path}\n${raw}\n</system-reminder>`, { loaded: [path] });
+    expect(output.output).toContain(raw);
+    expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md"]);
+  });
+
+  test("after a compaction, turns OpenCode kept verbatim still count: their files are not repeated", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    const kept = await toolWithId(plugin, "kept", { filePath: "apps/web/src/App.tsx" });
+    expect(kept).toContain("apps/web/AGENTS.md");
+    const messages = [
+      { info: { id: "msg_c", sessionID: "s", role: "user" }, parts: [{ type: "compaction" }] },
+      { info: { id: "msg_s", sessionID: "s", role: "assistant", summary: true }, parts: [{ type: "text", text: "summary" }] },
+      { info: { id: "msg_k", sessionID: "s", role: "assistant" }, parts: [{ type: "tool", callID: "kept", tool: "read", state: { status: "completed", output: kept, time: { start: 1, end: 2 } } }] },
+    ];
+    await plugin.hooks["experimental.chat.messages.transform"]!({} as never, { messages } as never);
+    await plugin.hooks.event!({ event: { type: "session.compacted", properties: { sessionID: "s" } } } as never);
+    expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md"]);
+  });
 });

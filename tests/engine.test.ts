@@ -1,7 +1,10 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { projects, sectionPaths } from "./helpers/harness.ts";
+import { Engine } from "../plugin/engine.ts";
+import { createLogger } from "../plugin/log.ts";
+import { DEFAULT_OPTIONS } from "../plugin/options.ts";
+import { projects, sectionPaths, tempProject } from "./helpers/harness.ts";
 
 const openProject = projects();
 // The block as rebuilt every step (delivery "system"): what sessions, the host's files and the budget put in it.
@@ -143,5 +146,26 @@ describe("bounds", () => {
     for (let i = 255; i < 511; i++) await plugin.touch(`other-${i}`, "read", { filePath: "tools/scripts/release.sh" });
     // The fake client's history is empty, so a forgotten session comes back with nothing touched.
     expect(await plugin.step("first")).not.toContain("Web app");
+  });
+});
+
+describe("session.deleted while its step is still running (found in review)", () => {
+  test("lets go of everything the session held: no watch or pinned record outlives it", async () => {
+    const project = await tempProject("monorepo");
+    const engine = await Engine.create({ directory: project.root, worktree: project.root, options: DEFAULT_OPTIONS, log: createLogger(undefined), client: undefined });
+    try {
+      for (let i = 0; i < 50; i++) {
+        const id = `s${i}`;
+        engine.touch(id, "read", { filePath: "apps/web/src/App.tsx" });
+        const step = engine.system(id, ["You are opencode"]);
+        engine.forget(id);
+        await step;
+      }
+      expect(engine.sessions.size).toBe(0);
+      expect(engine.store.stats.owners).toBe(0);
+    } finally {
+      await engine.dispose();
+      await project.cleanup();
+    }
   });
 });

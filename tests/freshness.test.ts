@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { mkdir, rename, rm, writeFile } from "node:fs/promises";
+import { mkdir, rename, rm, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { projects, sectionPaths, type Started } from "./helpers/harness.ts";
 
@@ -114,5 +114,34 @@ describe("freshness of the agent's own edits", () => {
     await mkdir(join(root, "services/api/later/deeper"), { recursive: true });
     await writeFile(join(root, "services/api/later/AGENTS.md"), "# Later\n");
     await plugin.stepUntil("s", (text) => text?.includes("# Later") === true, "the new directory's file");
+  });
+});
+
+describe("a context file that is a symlink (found in review)", () => {
+  async function linked(options: Record<string, unknown>) {
+    const { root, plugin } = await open(options);
+    await mkdir(join(root, "shared"));
+    await writeFile(join(root, "shared/AGENTS.md"), "# Shared\nV1\n");
+    await rm(join(root, "apps/web/AGENTS.md"));
+    await symlink("../../shared/AGENTS.md", join(root, "apps/web/AGENTS.md"));
+    await plugin.touch("s", "read", { filePath: "apps/web/src/App.tsx" });
+    await plugin.stepUntil("s", (block) => block?.includes("V1") === true, "the linked file");
+    return { root, plugin };
+  }
+
+  test("an edit of its target is seen when the target's directory has no watch (past maxWatchedDirs)", async () => {
+    const { root, plugin } = await linked({ maxWatchedDirs: 2 });
+    await writeFile(join(root, "shared/AGENTS.md"), "# Shared\nV2 longer\n");
+    expect(await plugin.step("s")).toContain("V2 longer");
+  });
+
+  test("the target's directory replaced: the new file is seen, and so is its next edit", async () => {
+    const { root, plugin } = await linked({});
+    await rename(join(root, "shared"), join(root, "shared.old"));
+    await mkdir(join(root, "shared"));
+    await writeFile(join(root, "shared/AGENTS.md"), "# Shared\nREPLACED\n");
+    expect(await plugin.step("s")).toContain("REPLACED");
+    await writeFile(join(root, "shared/AGENTS.md"), "# Shared\nEDITED AFTER\n");
+    expect(await plugin.step("s")).toContain("EDITED AFTER");
   });
 });

@@ -11,6 +11,8 @@ export type { BlockKind } from "./plan.ts";
 export interface Composed {
   /** The block, or "" when there is nothing to give. */
   readonly text: string;
+  /** Exact counts could not be had (logged): "" is then no answer, and the caller tries again later. */
+  readonly failed?: true;
   /** Its tokens: exact counts for file text where known, the provable bound elsewhere. */
   readonly tokens: number;
   readonly entries: readonly RenderedEntry[];
@@ -44,10 +46,11 @@ export function docOf(file: FileVersion): Doc {
   return doc;
 }
 
-/** The exact text a whole file has in any block: how a continued session recognises what its conversation still holds. */
-export function wholeSection(file: FileVersion): string {
+/** The exact texts a whole file has in any block (sent first, or sent again as updated): how a continued session recognises what its conversation still holds. */
+export function wholeSections(file: FileVersion): [string, string] {
   const doc = docOf(file);
-  return `${sectionHead(doc.rel, false)}${doc.units.join("")}${WHOLE_TAIL}`;
+  const text = doc.units.join("");
+  return [`${sectionHead(doc.rel, false)}${text}${WHOLE_TAIL}`, `${sectionHead(doc.rel, true)}${text}${WHOLE_TAIL}`];
 }
 
 /** The file's exact token count (for `explain`). */
@@ -81,7 +84,7 @@ export async function compose(
         await Promise.all(result.need.map(countsOf));
       } catch (error) {
         log.once(`count:${String(error)}`, "error", `could not count tokens, so no ${kind} block this time: ${String(error)}`);
-        return { text: "", tokens: 0, entries: [] };
+        return { text: "", tokens: 0, entries: [], failed: true };
       }
       continue;
     }

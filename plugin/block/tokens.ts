@@ -268,16 +268,40 @@ function becomeIdle(peer: ChildProcess): void {
   idleTimer.unref();
 }
 
+/**
+ * A counter that lives but never answers (its runtime would not load, say) must not hold a step
+ * forever: past this a request fails, the counter is let go, and the next need starts a new one.
+ * A cold start plus a 128 KB file takes well under a second.
+ */
+const REQUEST_TIMEOUT_MS = 15_000;
+
 function request(units: readonly string[]): Promise<readonly number[]> {
   clearTimeout(idleTimer);
   const peer = (child ??= startChild());
   holdProcess(peer, true);
   const id = nextId++;
   return new Promise((resolve, reject) => {
-    pending.set(id, { resolve, reject });
+    const timer = setTimeout(() => {
+      if (!pending.delete(id)) return;
+      reject(new Error(`token counter did not answer within ${REQUEST_TIMEOUT_MS / 1000} s`));
+      if (child === peer) {
+        child = undefined;
+        failAll(new Error("token counter let go after a timeout"));
+        peer.kill();
+      }
+    }, REQUEST_TIMEOUT_MS);
+    timer.unref?.();
+    const settle = <T>(done: (value: T) => void) => (value: T) => {
+      clearTimeout(timer);
+      done(value);
+    };
+    pending.set(id, { resolve: settle(resolve), reject: settle(reject) });
     const message: CountRequest = { id, units };
     peer.send(message, (error) => {
-      if (error && pending.delete(id)) reject(new Error(`token counter unreachable: ${error.message}`));
+      if (error && pending.delete(id)) {
+        clearTimeout(timer);
+        reject(new Error(`token counter unreachable: ${error.message}`));
+      }
     });
   });
 }

@@ -405,17 +405,8 @@ export class FileStore {
    */
   private check(dirs: Iterable<string>, all: boolean): Promise<void> {
     if (this.disposed) return RESOLVED;
-    const now = performance.now();
     let rereads: Promise<unknown>[] | undefined;
     for (const dir of all ? dirs : this.needingCheck(dirs)) {
-      if (!all) {
-        const entry = this.watched.get(dir);
-        if (entry?.handle !== undefined) {
-          const last = this.dirty.get(dir);
-          if (last === undefined) continue;
-          if (now - last >= QUIET_MS) this.dirty.delete(dir);
-        }
-      }
       const reread = this.checkDir(dir);
       if (reread !== undefined) (rereads ??= []).push(reread);
     }
@@ -423,15 +414,32 @@ export class FileStore {
   }
 
   /**
-   * Of `dirs`, those a watch does not vouch for. Given a set of held directories (a session's
-   * hierarchy, retained before it is settled), found from the few dirty and unwatched ones rather
-   * than by visiting thousands of quiet directories on every step.
+   * Of `dirs`, those a watch does not vouch for: dirty ones (forgotten as dirty once quiet for
+   * QUIET_MS), unwatched ones, and those whose symlinked context file lives in such a directory.
+   * Given a Set of held directories (a session's hierarchy, retained before it is settled), they are
+   * found from the few dirty and unwatched ones rather than by visiting thousands of quiet ones.
    */
-  private needingCheck(dirs: Iterable<string>): Iterable<string> {
-    if (!(dirs instanceof Set)) return dirs;
+  private needingCheck(dirs: Iterable<string>): Set<string> {
+    const now = performance.now();
     const due = new Set<string>();
-    for (const dir of this.dirty.keys()) if (dirs.has(dir)) due.add(dir);
-    for (const dir of this.unwatched) if (dirs.has(dir)) due.add(dir);
+    const dirty = (dir: string) => {
+      const last = this.dirty.get(dir);
+      if (last === undefined) return false;
+      if (now - last >= QUIET_MS) this.dirty.delete(dir);
+      return true;
+    };
+    if (dirs instanceof Set) {
+      for (const dir of [...this.dirty.keys()]) if (dirs.has(dir) && dirty(dir)) due.add(dir);
+      for (const dir of this.unwatched) if (dirs.has(dir)) due.add(dir);
+    } else {
+      for (const dir of dirs) if (this.watched.get(dir)?.handle === undefined || dirty(dir)) due.add(dir);
+    }
+    // A symlinked context file lives in another directory, held but on no chain: when that one is
+    // dirty or unwatched, the linking directories (whose stat of the candidate follows the link) are due.
+    for (const [target, froms] of this.linkedFrom) {
+      if (!dirty(target) && !this.unwatched.has(target)) continue;
+      for (const from of froms) if (dirs instanceof Set ? dirs.has(from) : true) due.add(from);
+    }
     return due;
   }
 

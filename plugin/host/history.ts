@@ -67,6 +67,35 @@ export function readHistory(messages: unknown): History {
 }
 
 /**
+ * Per session, the id of the latest compaction summary in `messages`, and every carrier the
+ * messages still hold (tool calls not pruned, user messages): OpenCode keeps the turns after a
+ * compaction point verbatim, and what they carry is still in the conversation.
+ */
+export function summaries(messages: unknown): Map<string, { summary: string; carriers: () => Set<string> }> {
+  const found = new Map<string, { summary: string; carriers: () => Set<string> }>();
+  const list = asArray(messages) as MessageShape[];
+  for (const message of list) {
+    const { sessionID, id, summary } = message?.info ?? {};
+    if (summary !== true || typeof sessionID !== "string" || typeof id !== "string") continue;
+    found.set(sessionID, {
+      summary: id,
+      carriers: () => {
+        const carriers = new Set<string>();
+        for (const other of list) {
+          if (other?.info?.sessionID !== sessionID) continue;
+          if (other.info.role === "user" && typeof other.info.id === "string") carriers.add(other.info.id);
+          for (const part of asArray(other.parts) as PartShape[]) {
+            if (part?.type === "tool" && typeof part.callID === "string" && part.state?.time?.compacted === undefined) carriers.add(part.callID);
+          }
+        }
+        return carriers;
+      },
+    });
+  }
+  return found;
+}
+
+/**
  * The sessions and tool calls among `carriers` whose outputs OpenCode has pruned
  * (`state.time.compacted` set: from then on the model gets "[Old tool result content cleared]").
  */

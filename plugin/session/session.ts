@@ -37,6 +37,14 @@ export class Session {
   rebuild: Rebuild | undefined = "start";
   /** Files that return to the system block at its next build: their carrier was pruned. */
   readonly returning = new Set<string>();
+  /**
+   * Compactions seen through `messages.transform` (a new summary message) and through the
+   * `session.compacted` event, and how many of them a rebuild has handled: whichever comes first
+   * asks for the rebuild, the other one is then no news.
+   */
+  compactions = { seen: 0, evented: 0, handled: 0, lastSummary: "" };
+  /** After a compaction: the carriers the conversation still has (OpenCode keeps recent turns verbatim); undefined when unknown. */
+  present: ReadonlySet<string> | undefined;
   private readonly knownFiles = new Map<string, Known>();
   /** Files known only by name: a tool call reaching their directory delivers them, so they are looked up on every call. */
   private readonly namedFiles = new Set<string>();
