@@ -145,9 +145,13 @@ export class Engine {
     if (this.disposed || typeof result?.output !== "string") return;
     const session = this.sessions.get(sessionID);
     const carrier = typeof callID === "string" && callID !== "" ? callID : `call-${Date.now()}`;
+    // The barrier starts now, right after this tool finished, not when the calls queued before it are
+    // done: the barriers of parallel calls overlap instead of running one after another.
+    const dirs = this.hierarchies.get(session)?.hierarchy.dirSet;
+    const settling = dirs === undefined ? undefined : { dirs, done: this.store.settle(dirs) };
     await session.serially(async () => {
       await this.restore(session);
-      const hierarchy = await this.fresh(session);
+      const hierarchy = await this.fresh(session, false, settling);
       const loaded = tool === "read" ? strings((result.metadata as { loaded?: unknown } | undefined)?.loaded) : [];
       if (loaded.length > 0) this.judgeReminder(session, hierarchy, carrier, loaded, result);
       if (this.delivery !== "stable") return;
@@ -238,7 +242,7 @@ export class Engine {
    * The session's hierarchy after a freshness check of everything it was read from: every change
    * written before this call is in it.
    */
-  private async fresh(session: Session, ordered = false): Promise<Hierarchy> {
+  private async fresh(session: Session, ordered = false, settling?: { dirs: ReadonlySet<string>; done: Promise<void> }): Promise<Hierarchy> {
     // Reused or computed, the hierarchy is checked against disk; a change found means computing again
     // (three rounds at most: a directory rewritten faster than it can be read is served as last read).
     // Touching a known path again only changes priorities: a block that is about to be built asks
@@ -261,7 +265,8 @@ export class Engine {
         if (this.sessions.peek(session.id) === session) this.store.retain(session.id, hierarchy.dirs);
       }
       const generation = this.store.generation;
-      await this.store.settle(hierarchy.dirSet);
+      // A settle started earlier for the same directories serves the first round.
+      await (round === 0 && settling?.dirs === hierarchy.dirSet ? settling.done : this.store.settle(hierarchy.dirSet));
       if (this.store.generation === generation || round === 2) return hierarchy;
     }
   }
