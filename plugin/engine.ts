@@ -145,13 +145,9 @@ export class Engine {
     if (this.disposed || typeof result?.output !== "string") return;
     const session = this.sessions.get(sessionID);
     const carrier = typeof callID === "string" && callID !== "" ? callID : `call-${Date.now()}`;
-    // The barrier starts now, right after this tool finished, not when the calls queued before it are
-    // done: the barriers of parallel calls overlap instead of running one after another.
-    const dirs = this.hierarchies.get(session)?.hierarchy.dirSet;
-    const settling = dirs === undefined ? undefined : { dirs, done: this.store.settle(dirs) };
     await session.serially(async () => {
       await this.restore(session);
-      const hierarchy = await this.fresh(session, false, settling);
+      const hierarchy = await this.fresh(session);
       const loaded = tool === "read" ? strings((result.metadata as { loaded?: unknown } | undefined)?.loaded) : [];
       if (loaded.length > 0) this.judgeReminder(session, hierarchy, carrier, loaded, result);
       if (this.delivery !== "stable") return;
@@ -242,15 +238,18 @@ export class Engine {
    * The session's hierarchy after a freshness check of everything it was read from: every change
    * written before this call is in it.
    */
-  private async fresh(session: Session, ordered = false, settling?: { dirs: ReadonlySet<string>; done: Promise<void> }): Promise<Hierarchy> {
+  private async fresh(session: Session, ordered = false): Promise<Hierarchy> {
     // Reused or computed, the hierarchy is checked against disk; a change found means computing again
     // (three rounds at most: a directory rewritten faster than it can be read is served as last read).
     // Touching a known path again only changes priorities: a block that is about to be built asks
     // for them (`ordered`); finding what to deliver does not.
     for (let round = 0; ; round++) {
+      // Taken before the hierarchy is computed: a change installed while it is (a settle of another
+      // session's call, a re-read in a slice) makes it stale even though it came before the settle below.
+      const generation = this.store.generation;
       const memo = this.hierarchies.get(session);
       const order = ordered || memo === undefined ? session.order : memo.order;
-      const key = `${this.store.generation}:${session.version}:${order}`;
+      const key = `${generation}:${session.version}:${order}`;
       let hierarchy = memo?.key === key ? memo.hierarchy : undefined;
       // Paths added (none forgotten) that start where the hierarchy already starts change no file.
       if (hierarchy === undefined && memo !== undefined && memo.base === `${this.store.generation}:${session.evictions}:${order}`) {
@@ -259,14 +258,12 @@ export class Engine {
       }
       if (hierarchy === undefined) {
         hierarchy = await hierarchyOf(this.store, this.settings.directory, [...session.touched.values()]);
-        const base = `${this.store.generation}:${session.evictions}:${session.order}`;
+        const base = `${generation}:${session.evictions}:${session.order}`;
         this.hierarchies.set(session, { key, base, order: session.order, hierarchy });
         // Deleted while this was computed: its watches were let go already, and must stay so.
         if (this.sessions.peek(session.id) === session) this.store.retain(session.id, hierarchy.dirs);
       }
-      const generation = this.store.generation;
-      // A settle started earlier for the same directories serves the first round.
-      await (round === 0 && settling?.dirs === hierarchy.dirSet ? settling.done : this.store.settle(hierarchy.dirSet));
+      await this.store.settle(hierarchy.dirSet);
       if (this.store.generation === generation || round === 2) return hierarchy;
     }
   }
