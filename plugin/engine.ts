@@ -311,7 +311,7 @@ export class Engine {
       const known = session.known(file.path);
       const wholeAlready = this.delivery === "stable" && known?.sha256 === file.sha256 && known.held === "whole";
       if (wholeAlready) drop.set(named, file.raw);
-      else session.hold(file.path, { sha256: file.sha256, held: "whole", carrier, byHost: true, dir: file.dir });
+      else session.hold(file.path, { sha256: file.sha256, held: "whole", carrier, dir: file.dir });
     }
     if (drop.size > 0) result.output = stripReminder(output, loaded, drop);
   }
@@ -376,7 +376,7 @@ export class Engine {
       // A file only named (it did not fit) is known by name: a later tool call that reaches its
       // directory delivers it. Leaving it due would re-plan a backlog of such files on every call.
       const held: Held = entry.state === "whole" ? "whole" : entry.state === "cut" ? "cut" : "named";
-      session.hold(file.path, { sha256: file.sha256, held, carrier, byHost: false, dir: file.dir });
+      session.hold(file.path, { sha256: file.sha256, held, carrier, dir: file.dir });
     }
   }
 
@@ -441,13 +441,13 @@ export class Engine {
         for (const named of carried.loaded) {
           const file = this.fileNamed(hierarchy, named);
           if (file !== undefined && carried.text.includes(`${HOST_MARKER}${named}\n${file.raw}`)) {
-            session.hold(file.path, { sha256: file.sha256, held: "whole", carrier: carried.carrier, byHost: true, dir: file.dir });
+            session.hold(file.path, { sha256: file.sha256, held: "whole", carrier: carried.carrier, dir: file.dir });
           }
         }
         if (!carried.text.includes("<project-context")) continue;
         for (const file of hierarchy.files) {
           if (wholeSections(file).some((section) => carried.text.includes(section))) {
-            session.hold(file.path, { sha256: file.sha256, held: "whole", carrier: carried.carrier, byHost: false, dir: file.dir });
+            session.hold(file.path, { sha256: file.sha256, held: "whole", carrier: carried.carrier, dir: file.dir });
           }
         }
       }

@@ -9,8 +9,6 @@ export interface Known {
   readonly held: Held;
   /** "system" for the plugin's system block; else the tool call id or user message id whose text carries it. */
   readonly carrier: string;
-  /** Carried by OpenCode's own read reminder, not by the plugin's text. */
-  readonly byHost: boolean;
   /** The directory the file applies to: its deletion is noticed while that directory is on a chain. */
   readonly dir: string;
 }
@@ -46,8 +44,6 @@ export class Session {
   /** After a compaction: the carriers the conversation still has (OpenCode keeps recent turns verbatim); undefined when unknown. */
   present: ReadonlySet<string> | undefined;
   private readonly knownFiles = new Map<string, Known>();
-  /** Files known only by name: a tool call reaching their directory delivers them, so they are looked up on every call. */
-  private readonly namedFiles = new Set<string>();
   /** The files each carrier holds, so a pruned carrier is found without a scan. */
   private readonly carried = new Map<string, Set<string>>();
   /** Tokens the plugin may still add to tool outputs and user messages in this step. */
@@ -101,10 +97,6 @@ export class Session {
     return this.knownFiles.get(path);
   }
 
-  named(): ReadonlySet<string> {
-    return this.namedFiles;
-  }
-
   knownPaths(): IterableIterator<string> {
     return this.knownFiles.keys();
   }
@@ -113,7 +105,6 @@ export class Session {
     this.drop(path);
     this.heldRevision++;
     this.knownFiles.set(path, known);
-    if (known.held === "named") this.namedFiles.add(path);
     let paths = this.carried.get(known.carrier);
     if (paths === undefined) this.carried.set(known.carrier, (paths = new Set()));
     paths.add(path);
@@ -124,7 +115,6 @@ export class Session {
     if (known === undefined) return;
     this.heldRevision++;
     this.knownFiles.delete(path);
-    this.namedFiles.delete(path);
     const paths = this.carried.get(known.carrier);
     paths?.delete(path);
     if (paths?.size === 0) this.carried.delete(known.carrier);
@@ -134,7 +124,6 @@ export class Session {
   dropAll(): void {
     this.heldRevision++;
     this.knownFiles.clear();
-    this.namedFiles.clear();
     this.carried.clear();
   }
 
