@@ -4,12 +4,12 @@
  * and bench/results.json. BENCH_PLUGIN=path/to/index.ts measures another build of the plugin.
  * The plugin is reached only through its exported `ProjectContext` and its hooks.
  */
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, release, totalmem } from "node:os";
 import { join, relative } from "node:path";
 import { pluginPath } from "./host.ts";
 import type { Args } from "./probe.ts";
-import { generateTree } from "./tree.ts";
+import { generateTree, TREES_DIR } from "./tree.ts";
 
 const DIR = import.meta.dir;
 const REPO = join(DIR, "..");
@@ -50,7 +50,7 @@ const version = (name: string) => {
 
 const began = performance.now();
 const loadAtStart = loadavg();
-say("generating trees (cached under the temp dir)");
+say("generating trees (under the temp dir; removed at the end unless BENCH_KEEP_TREES=1)");
 const small = generateTree(1_000, 42);
 const large = generateTree(10_000, 42);
 
@@ -238,4 +238,6 @@ ${errors.length ? `\n## Errors\n\n${errors.map((e) => `- ${e}`).join("\n")}\n` :
 writeFileSync(join(DIR, "results.md"), md);
 console.log(md.slice(0, md.indexOf("## Whole step")));
 say(`wrote bench/results.md and bench/results.json in ${results.durationSeconds} s`);
+// Nothing stays outside the checkout unless asked for: BENCH_KEEP_TREES=1 keeps the generated trees for the next run.
+if (process.env.BENCH_KEEP_TREES !== "1") rmSync(TREES_DIR, { recursive: true, force: true });
 process.exit(0);

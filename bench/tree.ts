@@ -87,8 +87,11 @@ export function chainFiles(tree: Tree, id: number): string[] {
   return files;
 }
 
+/** Where generated trees live between the runs that want them kept (see BENCH_KEEP_TREES in run.ts). */
+export const TREES_DIR = join(tmpdir(), "opencode-project-context-bench");
+
 export function generateTree(files: number, seed: number): Tree {
-  const root = join(tmpdir(), "opencode-project-context-bench", `v${VERSION}-files-${files}-seed-${seed}`);
+  const root = join(TREES_DIR, `v${VERSION}-files-${files}-seed-${seed}`);
   if (existsSync(join(root, COMPLETE))) return loadTree(root);
   const rng = new Rng(seed * 1_000_003 + files);
   const dirs = [""];
