@@ -4,10 +4,11 @@ import { compose, wholeSections, type BlockKind, type Composed } from "./block/c
 import { disposeTokens } from "./block/tokens.ts";
 import type { FileVersion } from "./files/contained.ts";
 import { FileStore } from "./files/store.ts";
-import { prunedCarriers, readHistory, summaries } from "./host/history.ts";
+import { readHistory, scanMessages } from "./host/history.ts";
 import { HOST_MARKER, hostCarries, hostEntryPaths, stripReminder } from "./host/instructions.ts";
 import { toolPaths } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
+import { isInside } from "./paths.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { extendHierarchy, hierarchyOf, type Hierarchy } from "./session/hierarchy.ts";
 import { SYSTEM_CARRIER, type Held, type Session } from "./session/session.ts";
@@ -172,19 +173,16 @@ export class Engine {
   /** OpenCode's messages as about to be sent: a pruned tool output that carried a file sends it back to the system block. */
   observe(messages: unknown): void {
     if (this.disposed) return;
-    for (const [sessionID, { summary, carriers }] of summaries(messages)) {
+    const scanned = scanMessages(messages, (sessionID, callID) => this.sessions.peek(sessionID)?.carries(callID) === true);
+    for (const [sessionID, { summary, carriers, pruned }] of scanned) {
       const session = this.sessions.peek(sessionID);
-      if (session === undefined || summary === session.compactions.lastSummary) continue;
+      if (session === undefined) continue;
+      for (const carrier of pruned) for (const path of session.pruned(carrier)) session.returning.add(path);
+      if (summary === undefined || summary === session.compactions.lastSummary) continue;
       session.compactions.lastSummary = summary;
       session.compactions.seen++;
       session.present = carriers();
       if (session.compactions.seen > session.compactions.handled) this.askRebuild(session);
-    }
-    const pruned = prunedCarriers(messages, (sessionID, callID) => this.sessions.peek(sessionID)?.carries(callID) === true);
-    for (const [sessionID, carriers] of pruned) {
-      const session = this.sessions.peek(sessionID);
-      if (session === undefined) continue;
-      for (const carrier of carriers) for (const path of session.pruned(carrier)) session.returning.add(path);
     }
   }
 
@@ -319,7 +317,8 @@ export class Engine {
   /**
    * What the conversation lacks, as a block for a tool output or a user message: files changed since
    * it got them, files it has never had (this call's first), deletions, and files known only by name
-   * that this call reached. Within the step's delivery budget; what does not fit follows later.
+   * that this call reached. Within the step's delivery budget; what does not fit is named, and sent
+   * by a later call that reaches its directory.
    */
   private async deliver(session: Session, hierarchy: Hierarchy, carrier: string, reached: ReadonlySet<string>): Promise<string> {
     // Until the system block is (re)built it takes everything current: nothing to deliver before it.
@@ -395,9 +394,8 @@ export class Engine {
   /** The file of the hierarchy a host path names: OpenCode names files by their lexical path, the store by their real one. */
   private fileNamed(hierarchy: Hierarchy, named: string): FileVersion | undefined {
     const direct = hierarchy.byPath.get(named);
-    if (direct !== undefined) return direct;
-    for (const file of hierarchy.files) if (join(this.settings.worktree, file.rel) === named) return file;
-    return undefined;
+    if (direct !== undefined || !isInside(named, this.settings.worktree)) return direct;
+    return hierarchy.byPath.get(join(this.store.realRoot, relative(this.settings.worktree, named)));
   }
 
   private relOf(path: string): string {

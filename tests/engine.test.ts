@@ -1,10 +1,11 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
+import { rm, symlink } from "node:fs/promises";
 import { join } from "node:path";
 import { Engine } from "../plugin/engine.ts";
 import { createLogger } from "../plugin/log.ts";
 import { DEFAULT_OPTIONS } from "../plugin/options.ts";
-import { projects, sectionPaths, tempProject } from "./helpers/harness.ts";
+import { projects, sectionPaths, start, tempProject } from "./helpers/harness.ts";
 
 const openProject = projects();
 // The block as rebuilt every step (delivery "system"): what sessions, the host's files and the budget put in it.
@@ -77,6 +78,22 @@ describe("what the host already injected", () => {
     await plugin.touch("s", "read", { filePath: "apps/web/src/App.tsx" });
     const quoted = `You are opencode.\nInstructions from: ${join(plugin.root, "apps/web/AGENTS.md")}\n(a quoted line, not the file)`;
     expect(sectionPaths(await plugin.step("s", quoted))).toEqual(["AGENTS.md", "apps/web/AGENTS.md"]);
+  });
+
+  test("OpenCode names its files through the worktree as given (here a symlink to it): still recognised as the host's", async () => {
+    const project = await tempProject("monorepo");
+    const linked = `${project.root}-link`;
+    await symlink(project.root, linked);
+    const plugin = await start(linked, { delivery: "system" }, { directory: linked, worktree: linked });
+    try {
+      await plugin.touch("s", "read", { filePath: "apps/web/src/App.tsx" });
+      expect(sectionPaths(await plugin.step("s", hostHeader(linked, "AGENTS.md", "apps/web/AGENTS.md")))).toEqual([]);
+      expect(sectionPaths(await plugin.step("s", hostHeader(linked, "AGENTS.md")))).toEqual(["apps/web/AGENTS.md"]);
+    } finally {
+      await plugin.dispose();
+      await rm(linked);
+      await project.cleanup();
+    }
   });
 
   test("nothing is pushed when the host already has every file", async () => {

@@ -66,53 +66,49 @@ export function readHistory(messages: unknown): History {
   return { calls, compactedCalls, carried };
 }
 
+/** What the messages about to be sent say of one session. */
+export interface Scanned {
+  /** The id of its latest compaction summary, if any. */
+  summary?: string;
+  /** Every carrier its messages still hold (tool calls not pruned, user messages): built on demand. */
+  carriers: () => Set<string>;
+  /** Its tool calls among the carriers asked about that OpenCode has pruned (from then on the model gets "[Old tool result content cleared]"). */
+  pruned: string[];
+}
+
 /**
- * Per session, the id of the latest compaction summary in `messages`, and every carrier the
- * messages still hold (tool calls not pruned, user messages): OpenCode keeps the turns after a
- * compaction point verbatim, and what they carry is still in the conversation.
+ * One pass over the messages of a request (`experimental.chat.messages.transform` runs before every
+ * step): per session, its latest compaction summary, and which of `isCarrier`'s tool calls were
+ * pruned. OpenCode keeps the turns after a compaction point verbatim, so what they carry is still in
+ * the conversation: `carriers` says what is.
  */
-export function summaries(messages: unknown): Map<string, { summary: string; carriers: () => Set<string> }> {
-  const found = new Map<string, { summary: string; carriers: () => Set<string> }>();
+export function scanMessages(messages: unknown, isCarrier: (sessionID: string, callID: string) => boolean): Map<string, Scanned> {
   const list = asArray(messages) as MessageShape[];
+  const found = new Map<string, Scanned>();
   for (const message of list) {
     const { sessionID, id, summary } = message?.info ?? {};
-    if (summary !== true || typeof sessionID !== "string" || typeof id !== "string") continue;
-    found.set(sessionID, {
-      summary: id,
-      carriers: () => {
-        const carriers = new Set<string>();
-        for (const other of list) {
-          if (other?.info?.sessionID !== sessionID) continue;
-          if (other.info.role === "user" && typeof other.info.id === "string") carriers.add(other.info.id);
-          for (const part of asArray(other.parts) as PartShape[]) {
-            if (part?.type === "tool" && typeof part.callID === "string" && part.state?.time?.compacted === undefined) carriers.add(part.callID);
-          }
-        }
-        return carriers;
-      },
-    });
+    if (typeof sessionID !== "string") continue;
+    let scanned = found.get(sessionID);
+    if (scanned === undefined) found.set(sessionID, (scanned = { carriers: () => carriersOf(list, sessionID), pruned: [] }));
+    if (summary === true && typeof id === "string") scanned.summary = id;
+    for (const part of asArray(message.parts) as PartShape[]) {
+      if (part?.type !== "tool" || part.state?.time?.compacted === undefined || typeof part.callID !== "string") continue;
+      if (isCarrier(sessionID, part.callID)) scanned.pruned.push(part.callID);
+    }
   }
   return found;
 }
 
-/**
- * The sessions and tool calls among `carriers` whose outputs OpenCode has pruned
- * (`state.time.compacted` set: from then on the model gets "[Old tool result content cleared]").
- */
-export function prunedCarriers(messages: unknown, isCarrier: (sessionID: string, callID: string) => boolean): Map<string, string[]> {
-  const pruned = new Map<string, string[]>();
-  for (const message of asArray(messages) as MessageShape[]) {
-    const sessionID = message?.info?.sessionID;
-    if (typeof sessionID !== "string") continue;
-    for (const part of asArray(message?.parts) as PartShape[]) {
-      if (part?.type !== "tool" || part.state?.time?.compacted === undefined || typeof part.callID !== "string") continue;
-      if (!isCarrier(sessionID, part.callID)) continue;
-      const list = pruned.get(sessionID) ?? [];
-      list.push(part.callID);
-      pruned.set(sessionID, list);
+function carriersOf(list: readonly MessageShape[], sessionID: string): Set<string> {
+  const carriers = new Set<string>();
+  for (const message of list) {
+    if (message?.info?.sessionID !== sessionID) continue;
+    if (message.info.role === "user" && typeof message.info.id === "string") carriers.add(message.info.id);
+    for (const part of asArray(message.parts) as PartShape[]) {
+      if (part?.type === "tool" && typeof part.callID === "string" && part.state?.time?.compacted === undefined) carriers.add(part.callID);
     }
   }
-  return pruned;
+  return carriers;
 }
 
 function asArray(value: unknown): unknown[] {
