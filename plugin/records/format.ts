@@ -1,0 +1,143 @@
+/**
+ * The per-request records: one JSON line per main-session step in `<recordsDir>/<sessionID>.jsonl`,
+ * and the steering requests a TUI (which runs apart from the server plugin) leaves for a session in
+ * `<recordsDir>/<sessionID>.steer.jsonl`. This file is the interface between the plugin, `explain
+ * --session` and the TUI module: plain Node APIs only, no file text ever (paths, hashes, counts).
+ */
+import { appendFileSync, mkdirSync, readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
+
+export const RECORDS_VERSION = 1;
+/** Past this size a session's records file is rotated to `<id>.1.jsonl` (one previous file kept). */
+export const MAX_RECORDS_BYTES = 1024 * 1024;
+
+/** How a file came to be in the session. */
+export type IncludeMode = "touched" | "always" | "manual" | "agent";
+
+/**
+ * What the request had of a file:
+ * - system: whole in the plugin's system block; cut: in it with `left` tokens left out;
+ * - conversation: whole in a tool output or user message the request still carries;
+ * - host: OpenCode's own prompt or read reminder carries it;
+ * - omitted: named only (the budget), sent when a later call reaches it;
+ * - unloaded: taken out with `project_context unload` until touched again.
+ */
+export type FileState = "system" | "cut" | "conversation" | "host" | "omitted" | "unloaded";
+
+export interface FileRecord {
+  /** Worktree-relative. */
+  readonly path: string;
+  /** Of the file's bytes on disk at this step. */
+  readonly sha256: string;
+  /** Tokens of its text the request carries (the plugin's copy; 0 when omitted or the host's). */
+  readonly tokens: number;
+  /** Tokens of the whole file. */
+  readonly total: number;
+  readonly mode: IncludeMode;
+  /** Where it sits: the directory of a touch (direct), above one (parent), the worktree root (root). */
+  readonly level: "root" | "parent" | "direct" | "other";
+  readonly state: FileState;
+  /** cut: tokens left out. */
+  readonly left?: number;
+  /** agent: the ranking score that attached it. */
+  readonly score?: number;
+  /** Why it is in this state, when that is not obvious (a budget, a pin, an override). */
+  readonly reason?: string;
+}
+
+export interface RequestRecord {
+  readonly v: typeof RECORDS_VERSION;
+  /** ISO 8601. */
+  readonly time: string;
+  readonly session: string;
+  /** The id of the user message the step answers, when known. */
+  readonly message: string | null;
+  readonly agent: string | null;
+  readonly delivery: "stable" | "system";
+  /** Real path of the worktree the relative paths are relative to. */
+  readonly worktree: string;
+  /** Worktree-relative paths pinned to the session (files or directories). */
+  readonly pins: readonly string[];
+  readonly files: readonly FileRecord[];
+}
+
+/** A TUI's request to the session's plugin, applied at the session's next step. */
+export interface SteerRequest {
+  readonly v: typeof RECORDS_VERSION;
+  readonly time: string;
+  readonly action: "load" | "unload";
+  /** Worktree-relative or absolute. */
+  readonly path: string;
+}
+
+/** `$XDG_STATE_HOME/opencode-project-context`, else `~/.local/state/opencode-project-context`. */
+export function defaultRecordsDir(env: NodeJS.ProcessEnv = process.env): string {
+  const state = env.XDG_STATE_HOME !== undefined && env.XDG_STATE_HOME !== "" ? env.XDG_STATE_HOME : join(env.HOME ?? homedir(), ".local", "state");
+  return join(state, "opencode-project-context");
+}
+
+/** OpenCode's session ids are `ses_` and base62; anything else would name a path, and is refused. */
+export function isSessionId(id: unknown): id is string {
+  return typeof id === "string" && /^[A-Za-z0-9_-]{1,128}$/.test(id);
+}
+
+export function recordsPath(dir: string, session: string, rotated = false): string {
+  if (!isSessionId(session)) throw new Error(`not a session id: ${JSON.stringify(session)}`);
+  return join(dir, rotated ? `${session}.1.jsonl` : `${session}.jsonl`);
+}
+
+export function steerPath(dir: string, session: string): string {
+  if (!isSessionId(session)) throw new Error(`not a session id: ${JSON.stringify(session)}`);
+  return join(dir, `${session}.steer.jsonl`);
+}
+
+/** The lines of `text` that are records of this format; a torn last line or a foreign line is skipped. */
+export function parseRecords(text: string): RequestRecord[] {
+  const records: RequestRecord[] = [];
+  for (const line of text.split("\n")) {
+    if (line === "") continue;
+    try {
+      const value = JSON.parse(line) as Partial<RequestRecord>;
+      if (value?.v === RECORDS_VERSION && typeof value.session === "string" && Array.isArray(value.files)) records.push(value as RequestRecord);
+    } catch {
+      // a line being written, or not ours
+    }
+  }
+  return records;
+}
+
+/** A session's records, oldest first (the rotated file, then the current one); none when there are no files. */
+export function readRecords(dir: string, session: string): RequestRecord[] {
+  const read = (path: string) => {
+    try {
+      return readFileSync(path, "utf8");
+    } catch {
+      return "";
+    }
+  };
+  return [...parseRecords(read(recordsPath(dir, session, true))), ...parseRecords(read(recordsPath(dir, session)))];
+}
+
+export function parseSteer(text: string): SteerRequest[] {
+  const requests: SteerRequest[] = [];
+  for (const line of text.split("\n")) {
+    if (line === "") continue;
+    try {
+      const value = JSON.parse(line) as Partial<SteerRequest>;
+      if (value?.v === RECORDS_VERSION && (value.action === "load" || value.action === "unload") && typeof value.path === "string" && typeof value.time === "string") {
+        requests.push(value as SteerRequest);
+      }
+    } catch {
+      // a line being written, or not ours
+    }
+  }
+  return requests;
+}
+
+/** Appends one steering request (the TUI's side); one short line, so the append is atomic. */
+export function appendSteer(dir: string, session: string, action: SteerRequest["action"], path: string): void {
+  const request: SteerRequest = { v: RECORDS_VERSION, time: new Date().toISOString(), action, path };
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  appendFileSync(steerPath(dir, session), `${JSON.stringify(request)}\n`, { mode: 0o600 });
+}
