@@ -1,12 +1,18 @@
 import type { PluginInput } from "@opencode-ai/plugin";
-import { join, relative } from "node:path";
+import { readFileSync, realpathSync, statSync } from "node:fs";
+import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { compose, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
 import { disposeTokens } from "./block/tokens.ts";
 import type { FileVersion } from "./files/contained.ts";
+import { readContained } from "./files/contained.ts";
 import { FileStore } from "./files/store.ts";
+import { replaceFile, spliceSection } from "./files/update.ts";
+import { describe, snapshotFiles } from "./records/describe.ts";
+import { defaultRecordsDir, parseSteer, RECORDS_VERSION, steerPath, type FileRecord } from "./records/format.ts";
+import { RecordsWriter } from "./records/writer.ts";
 import { readHistory, scanMessages } from "./host/history.ts";
 import { HOST_MARKER, hostCarries, hostEntryPaths, stripReminder } from "./host/instructions.ts";
-import { toolPaths } from "./host/tool-paths.ts";
+import { toolPaths, type ToolPath } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
 import { isInside } from "./paths.ts";
 import type { ResolvedOptions } from "./options.ts";
@@ -30,7 +36,20 @@ export interface ToolResult {
   metadata?: unknown;
 }
 
+/** The name of the plugin's own tool: its path arguments are its own business, not touches. */
+export const CONTEXT_TOOL = "project_context";
+
+/** The project_context tool's arguments, as the model sends them ("" for what an action does not use). */
+export interface ContextToolArgs {
+  readonly action: "list" | "load" | "unload" | "update";
+  readonly path: string;
+  readonly section: string;
+  readonly content: string;
+}
+
 const HISTORY_TIMEOUT_MS = 3000;
+/** Bytes of a steering file read at most per step: a TUI writes a short line per pin. */
+const MAX_STEER_READ = 64 * 1024;
 /** Below this many tokens left in a step, nothing more is delivered until the next step. */
 const MIN_DELIVERY_TOKENS = 64;
 
@@ -46,11 +65,16 @@ export class Engine {
   /** The hierarchy last computed per session, with what it was computed from. */
   private readonly hierarchies = new WeakMap<Session, { key: string; base: string; order: number; hierarchy: Hierarchy }>();
 
+  /** Undefined when records are off. */
+  readonly records: RecordsWriter | undefined;
+
   private constructor(
     private readonly settings: EngineSettings,
     readonly store: FileStore,
   ) {
-    this.sessions = new Sessions(settings.options.maxTouchedDirs, (sessionID) => store.release(sessionID));
+    const { options } = settings;
+    this.sessions = new Sessions(options.maxTouchedDirs, (sessionID) => store.release(sessionID), undefined, (session) => this.pinDefaults(session));
+    this.records = options.records ? new RecordsWriter(options.recordsDir === "" ? defaultRecordsDir() : resolve(options.recordsDir), settings.log) : undefined;
   }
 
   static async create(settings: EngineSettings): Promise<Engine> {
@@ -74,7 +98,7 @@ export class Engine {
 
   /** Records what a tool call touches. Synchronous and free of I/O: it runs before every tool. */
   touch(sessionID: string, tool: unknown, args: unknown): void {
-    if (this.disposed) return;
+    if (this.disposed || tool === CONTEXT_TOOL) return;
     const paths = toolPaths(tool, args, this.settings.directory, this.settings.worktree);
     if (paths.length > 0) this.sessions.get(sessionID).touch(paths);
   }
@@ -87,8 +111,14 @@ export class Engine {
     if (this.disposed) return "";
     const session = this.sessions.get(sessionID);
     await this.restore(session);
+    this.steer(session);
     session.stepTokensLeft = this.settings.options.deliveryTokens;
-    const host = prompt[0] ?? "";
+    const text = await this.systemBlock(session, prompt[0] ?? "");
+    this.record(session);
+    return text;
+  }
+
+  private async systemBlock(session: Session, host: string): Promise<string> {
     if (this.delivery === "system") {
       const hierarchy = await this.fresh(session, true);
       this.judgeHost(session, host, hierarchy);
@@ -96,10 +126,11 @@ export class Engine {
       const key = `${this.hierarchies.get(session)?.key}:${[...session.hostPaths].join("\n")}:${session.heldRevision}`;
       if (session.systemMemo?.key === key) return session.systemMemo.text;
       const held = (file: FileVersion) => session.known(file.path)?.sha256 === file.sha256;
-      const items = this.items(hierarchy, (file) => !session.hostPaths.has(file.path) && !held(file));
-      const { text } = await this.compose("system", items, this.settings.options.systemTokens);
-      session.systemMemo = { key, text };
-      return text;
+      const items = this.items(session, hierarchy, (file) => !session.hostPaths.has(file.path) && !held(file));
+      const composed = await this.compose("system", items, this.settings.options.systemTokens);
+      session.systemEntries = entriesByPath(composed);
+      session.systemMemo = { key, text: composed.text };
+      return composed.text;
     }
     if (session.rebuild === undefined && session.returning.size === 0 && session.system !== undefined) {
       // The host's own files only matter when the block is built; judging them costs a string compare.
@@ -124,11 +155,12 @@ export class Engine {
       return known !== undefined && known.carrier !== SYSTEM_CARRIER && known.held === "whole" && known.sha256 === file.sha256;
     };
     const wanted = (file: FileVersion) => rebuild === "start" || rebuild === "compacted" || previous.has(file.path) || session.returning.has(file.path);
-    const items = this.items(hierarchy, (file) => !session.hostPaths.has(file.path) && !heldElsewhere(file) && wanted(file));
+    const items = this.items(session, hierarchy, (file) => !session.hostPaths.has(file.path) && !heldElsewhere(file) && wanted(file));
     const composed = await this.compose("system", items, this.settings.options.systemTokens);
     // No exact counts (logged): no block this step, and the build is tried again at the next one.
     if (composed.failed) return "";
     this.remember(session, composed, SYSTEM_CARRIER, hierarchy);
+    session.systemEntries = entriesByPath(composed);
     session.system = { text: composed.text, paths: new Set(items.map((item) => item.file.path)) };
     session.rebuild = undefined;
     session.present = undefined;
@@ -159,9 +191,12 @@ export class Engine {
   }
 
   /** A user message (stable delivery): what changed since the conversation got it rides along as a text part. */
-  async userMessage(sessionID: string, messageID: string): Promise<string> {
-    if (this.disposed || this.delivery !== "stable") return "";
+  async userMessage(sessionID: string, messageID: string, agent?: string): Promise<string> {
+    if (this.disposed) return "";
     const session = this.sessions.get(sessionID);
+    session.messageID = messageID;
+    if (agent !== undefined) session.agent = agent;
+    if (this.delivery !== "stable") return "";
     return session.serially(async () => {
       await this.restore(session);
       // A user message starts a step of its own.
@@ -205,7 +240,7 @@ export class Engine {
     const session = this.sessions.get(sessionID);
     await this.restore(session);
     const hierarchy = await this.fresh(session, true);
-    return (await this.compose("compaction", this.items(hierarchy, () => true), this.settings.options.compactionTokens)).text;
+    return (await this.compose("compaction", this.items(session, hierarchy, () => true), this.settings.options.compactionTokens)).text;
   }
 
   /** What a session's next step is made of: for `explain` and tests. */
@@ -213,12 +248,170 @@ export class Engine {
     const session = this.sessions.get(sessionID);
     await this.restore(session);
     const hierarchy = await this.fresh(session);
-    const all = this.items(hierarchy, () => true);
+    const all = this.items(session, hierarchy, () => true);
     return {
       hierarchy,
       system: await this.compose("system", all, this.settings.options.systemTokens),
       compaction: await this.compose("compaction", all, this.settings.options.compactionTokens),
     };
+  }
+
+  /**
+   * The project_context tool. `list`: what the session has of each context file and why; `load`:
+   * pins a directory (its chain) or a context file to the session; `unload`: takes a file out until a
+   * tool call touches its directory; `update`: replaces or adds one section of a context file. The
+   * answer is one text the model can act on, an error included.
+   */
+  async contextTool(sessionID: string, args: ContextToolArgs): Promise<string> {
+    if (this.disposed) return "project_context: the plugin is shutting down";
+    const session = this.sessions.get(sessionID);
+    await this.restore(session);
+    if (args.action === "list") return this.list(session);
+    const target = this.resolveTarget(args.path);
+    if (typeof target === "string") return `project_context ${args.action}: ${target}`;
+    if (args.action === "load") return this.load(session, target);
+    if (args.action === "unload") return this.unload(session, target);
+    return this.update(target, args.section, args.content);
+  }
+
+  private async list(session: Session): Promise<string> {
+    const hierarchy = await this.fresh(session, true);
+    const files = snapshotFiles(session, hierarchy, this.store.realRoot).map((snapshot) => describe(snapshot, this.delivery));
+    const lines = files.map((file) => `- ${file.path}: ${file.level}, ${file.mode}, ${file.total} tokens; ${stateText(file)}`);
+    const pins = [...session.pins.values()].map((pin) => this.relOf(pin.path) || ".");
+    return [
+      `Context files of this session (worktree-relative; most important first; delivery ${this.delivery}):`,
+      ...(lines.length === 0 ? ["(none)"] : lines),
+      `Pinned: ${pins.length === 0 ? "(nothing)" : pins.join(", ")}`,
+    ].join("\n");
+  }
+
+  private load(session: Session, target: Target): string {
+    const rel = this.relOf(target.real) || ".";
+    if (target.isFile && !this.isContextFile(target.real)) {
+      return `project_context load: ${rel} is not a context file (${this.settings.options.fileNames.join(", ")}); load its directory to pin that directory's chain`;
+    }
+    session.pin({ path: target.path, isFile: target.isFile });
+    for (const [file, dir] of session.unloaded) if (file === target.real || (!target.isFile && dir === target.real)) session.unloaded.delete(file);
+    const what = target.isFile ? rel : `the context files from ${rel} up to the worktree root`;
+    return `project_context load: pinned ${what} to this session; ${this.delivery === "stable" ? "new text follows below, or arrives with the next tool output" : "in the context from the next step"}.`;
+  }
+
+  private async unload(session: Session, target: Target): Promise<string> {
+    const rel = this.relOf(target.real) || ".";
+    const unpinned = session.unpin(target.path);
+    const hierarchy = await this.fresh(session, true);
+    const file = target.isFile ? hierarchy.byPath.get(target.real) : hierarchy.byDir.get(target.real);
+    if (file === undefined) {
+      return unpinned ? `project_context unload: unpinned ${rel}.` : `project_context unload: ${rel} is not in this session's context (see the list action)`;
+    }
+    session.unload(file.path, file.dir);
+    return `project_context unload: ${file.rel} is out of this session's context: disregard its instructions from now on. It comes back when a tool call touches ${this.relOf(file.dir) || "the worktree root"} or it is loaded again.`;
+  }
+
+  private update(target: Target, section: string, content: string): string {
+    const rel = this.relOf(target.real) || ".";
+    if (!target.isFile || !this.isContextFile(target.real)) return `project_context update: ${rel} is not a context file (${this.settings.options.fileNames.join(", ")})`;
+    const { maxFileBytes } = this.settings.options;
+    const read = readContained(target.real, dirname(target.real), this.store.realRoot, maxFileBytes);
+    if (read.kind !== "file") return `project_context update: ${rel} cannot be read${read.kind === "skip" ? ` (${read.skip.reason})` : ""}`;
+    const spliced = spliceSection(read.version.raw, section, content);
+    if ("error" in spliced) return `project_context update: ${spliced.error}`;
+    const refused = replaceFile(target.real, this.store.realRoot, maxFileBytes, read.version.sha256, spliced.text);
+    if (refused !== undefined) return `project_context update: ${refused}`;
+    return `project_context update: ${spliced.replaced ? "replaced" : "added"} the section "${section.trim()}" of ${rel}; the new text is in the context from the next step.`;
+  }
+
+  /** A tool's path (worktree-relative or absolute), settled inside the real worktree; a string says why not. */
+  private resolveTarget(raw: string): Target | string {
+    const given = raw.trim();
+    if (given === "" || given.includes("\0") || given.length > 4096) return "path must name a file or directory of the worktree (worktree-relative or absolute)";
+    const path = isAbsolute(given) ? resolve(given) : resolve(this.settings.worktree, given);
+    if (!isInside(path, this.settings.worktree)) return `${given} is outside the worktree`;
+    try {
+      const real = realpathSync.native(path);
+      if (!isInside(real, this.store.realRoot)) return `${given} leads outside the worktree`;
+      return { path, real, isFile: !statSync(real).isDirectory() };
+    } catch {
+      return `${given} does not exist`;
+    }
+  }
+
+  private isContextFile(real: string): boolean {
+    return this.settings.options.fileNames.includes(basename(real));
+  }
+
+  /** The `pin` option: every session starts with these. */
+  private pinDefaults(session: Session): void {
+    for (const raw of this.settings.options.pin) {
+      const target = this.resolveTarget(raw);
+      if (typeof target === "string") this.settings.log.once(`pin:${raw}`, "warn", `option "pin": ${target}; ignored`);
+      else session.pin({ path: target.path, isFile: target.isFile });
+    }
+  }
+
+  /** Applies what a TUI asked of the session since the last step (records on: the file lives next to them). */
+  private steer(session: Session): void {
+    if (this.records === undefined) return;
+    const path = steerPath(this.records.dir, session.id);
+    let size: number;
+    try {
+      size = statSync(path).size;
+    } catch {
+      return;
+    }
+    if (size <= session.steerOffset) return;
+    const from = size - session.steerOffset > MAX_STEER_READ ? size - MAX_STEER_READ : session.steerOffset;
+    const text = readFileSync(path).subarray(from, size).toString("utf8");
+    // Only whole lines: a line being written is applied at the next step.
+    const complete = text.slice(0, text.lastIndexOf("\n") + 1);
+    session.steerOffset = from + Buffer.byteLength(complete);
+    for (const request of parseSteer(complete)) {
+      const target = this.resolveTarget(request.path);
+      if (typeof target === "string") {
+        this.settings.log.once(`steer:${session.id}:${request.path}`, "warn", `a TUI asked to ${request.action} ${request.path} in session ${session.id}: ${target}`);
+      } else if (request.action === "load") {
+        if (!target.isFile || this.isContextFile(target.real)) session.pin({ path: target.path, isFile: target.isFile });
+      } else if (!session.unpin(target.path)) {
+        const file = this.current(session)?.[target.isFile ? "byPath" : "byDir"].get(target.real);
+        if (file !== undefined) session.unload(file.path, file.dir);
+      }
+    }
+  }
+
+  /**
+   * Queues this step's record: which files the request has and how. Only references are taken now;
+   * the line is made and written in a later task, and a step that changed nothing reuses the last list.
+   */
+  private record(session: Session): void {
+    const records = this.records;
+    const hierarchy = this.current(session);
+    if (records === undefined || hierarchy === undefined) return;
+    const header = {
+      v: RECORDS_VERSION,
+      time: new Date().toISOString(),
+      session: session.id,
+      message: session.messageID ?? null,
+      agent: session.agent ?? null,
+      delivery: this.delivery,
+      worktree: this.store.realRoot,
+      pins: [...session.pins.values()].map((pin) => this.relOf(pin.path) || "."),
+    };
+    const key = `${this.store.generation}:${session.version}:${session.order}:${session.heldRevision}:${session.hostPrompt?.length}`;
+    const memo = session.recordMemo;
+    const entries = session.systemEntries;
+    const hostPaths = session.hostPaths;
+    const snapshot = memo?.key === key && memo.entries === entries && memo.hostPaths === hostPaths ? undefined : snapshotFiles(session, hierarchy, this.store.realRoot);
+    const delivery = this.delivery;
+    records.append(session.id, () => {
+      let files = session.recordMemo?.key === key && snapshot === undefined ? session.recordMemo.files : undefined;
+      if (files === undefined) {
+        files = JSON.stringify((snapshot ?? snapshotFiles(session, hierarchy, this.store.realRoot)).map((file): FileRecord => describe(file, delivery)));
+        session.recordMemo = { key, files, entries, hostPaths };
+      }
+      const head = JSON.stringify(header);
+      return `${head.slice(0, -1)},"files":${files}}`;
+    });
   }
 
   forget(sessionID: string): void {
@@ -229,7 +422,7 @@ export class Engine {
     this.disposed = true;
     this.sessions.clear();
     this.store.dispose();
-    await disposeTokens();
+    await Promise.all([disposeTokens(), this.records?.close()]);
   }
 
   /**
@@ -255,14 +448,18 @@ export class Engine {
         if (hierarchy !== undefined) this.hierarchies.set(session, { ...memo, key, hierarchy });
       }
       if (hierarchy === undefined) {
-        hierarchy = await hierarchyOf(this.store, this.settings.directory, [...session.touched.values()]);
+        hierarchy = await hierarchyOf(this.store, this.settings.directory, [...session.touched.values()], [...session.pins.values()]);
         const base = `${generation}:${session.evictions}:${session.order}`;
         this.hierarchies.set(session, { key, base, order: session.order, hierarchy });
         // Deleted while this was computed: its watches were let go already, and must stay so.
         if (this.sessions.peek(session.id) === session) this.store.retain(session.id, hierarchy.dirs);
       }
       await this.store.settle(hierarchy.dirSet);
-      if (this.store.generation === generation || round === 2) return hierarchy;
+      if (this.store.generation === generation || round === 2) {
+        const starts = hierarchy.starts;
+        session.reload((touch) => starts.get(touch.path));
+        return hierarchy;
+      }
     }
   }
 
@@ -337,7 +534,7 @@ export class Engine {
     const reachedNow: { file: FileVersion; tier: number }[] = [];
     const others: { file: FileVersion; tier: number }[] = [];
     hierarchy.files.forEach((file, i) => {
-      if (session.hostPaths.has(file.path)) return;
+      if (session.hostPaths.has(file.path) || session.unloaded.has(file.path)) return;
       const known = session.known(file.path);
       if (known === undefined) (reachedDirs.has(file.dir) ? reachedNow : others).push({ file, tier: 2 + hierarchy.tiers[i]! });
       else if (known.held === "named") {
@@ -375,14 +572,14 @@ export class Engine {
       // A file only named (it did not fit) is known by name: a later tool call that reaches its
       // directory delivers it. Leaving it due would re-plan a backlog of such files on every call.
       const held: Held = entry.state === "whole" ? "whole" : entry.state === "cut" ? "cut" : "named";
-      session.hold(file.path, { sha256: file.sha256, held, carrier, dir: file.dir });
+      session.hold(file.path, { sha256: file.sha256, held, carrier, dir: file.dir, ...(held === "cut" ? { tokens: entry.sentTokens ?? 0 } : {}) });
     }
   }
 
-  private items(hierarchy: Hierarchy, keep: (file: FileVersion) => boolean): { file: FileVersion; tier: number }[] {
+  private items(session: Session, hierarchy: Hierarchy, keep: (file: FileVersion) => boolean): { file: FileVersion; tier: number }[] {
     const items: { file: FileVersion; tier: number }[] = [];
     hierarchy.files.forEach((file, i) => {
-      if (keep(file)) items.push({ file, tier: hierarchy.tiers[i]! });
+      if (!session.unloaded.has(file.path) && keep(file)) items.push({ file, tier: hierarchy.tiers[i]! });
     });
     return items;
   }
@@ -434,6 +631,19 @@ export class Engine {
       // A compaction reported while the history was read stays a compaction.
       if (session.rebuild === "start") session.rebuild = "pruned";
       session.touch(touches(history.calls.slice(history.compactedCalls)));
+      // Pins and unloads made with the tool survive a restart: replayed in the order they were made.
+      for (const call of history.calls) {
+        const input = call.input as Partial<Record<keyof ContextToolArgs, unknown>> | undefined;
+        if (call.tool !== CONTEXT_TOOL || typeof input?.path !== "string" || (input.action !== "load" && input.action !== "unload")) continue;
+        const target = this.resolveTarget(input.path);
+        if (typeof target === "string") continue;
+        if (input.action === "load") {
+          if (!target.isFile || this.isContextFile(target.real)) session.pin({ path: target.path, isFile: target.isFile });
+        } else if (!session.unpin(target.path)) {
+          const file = (await this.fresh(session))[target.isFile ? "byPath" : "byDir"].get(target.real);
+          if (file !== undefined) session.unload(file.path, file.dir);
+        }
+      }
       const hierarchy = await this.fresh(session);
       for (const carried of history.carried) {
         for (const named of carried.loaded) {
@@ -460,6 +670,34 @@ export class Engine {
     }
   }
 
+}
+
+/** A tool's path: as given (absolute, lexical) and settled. */
+interface Target {
+  readonly path: string;
+  readonly real: string;
+  readonly isFile: boolean;
+}
+
+function entriesByPath(composed: Composed): Map<string, Composed["entries"][number]> {
+  return new Map(composed.entries.map((entry) => [entry.key, entry]));
+}
+
+function stateText(file: FileRecord): string {
+  switch (file.state) {
+    case "system":
+      return `whole in the system block${file.reason ? ` (${file.reason})` : ""}`;
+    case "cut":
+      return `cut to fit the budget: ${file.left} tokens left out (read ${file.path} for the rest)`;
+    case "conversation":
+      return `whole in the conversation (a tool output or message)${file.reason ? ` (${file.reason})` : ""}`;
+    case "host":
+      return "in OpenCode's own prompt";
+    case "omitted":
+      return `not in the context: ${file.reason}`;
+    case "unloaded":
+      return `unloaded: ${file.reason}`;
+  }
 }
 
 function depth(dir: string): number {

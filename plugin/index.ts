@@ -1,7 +1,8 @@
 import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin";
-import { Engine } from "./engine.ts";
+import { CONTEXT_TOOL, Engine } from "./engine.ts";
 import { createChatMessage } from "./hooks/chat-message.ts";
 import { createCompacting } from "./hooks/compacting.ts";
+import { createContextTool } from "./hooks/context-tool.ts";
 import { createEvent } from "./hooks/event.ts";
 import { createMessagesTransform } from "./hooks/messages-transform.ts";
 import { createSystemTransform } from "./hooks/system-transform.ts";
@@ -38,7 +39,7 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
     // so nothing above the project is ever read.
     const worktree = typeof input.worktree === "string" && input.worktree !== "" && input.worktree !== "/" ? input.worktree : directory;
     const engine = await Engine.create({ directory, worktree, options, log, client: input.client });
-    log.log("info", `project-context ${VERSION} started: worktree ${worktree}, delivery ${options.delivery}, watcher ${options.watch ? "on" : "off"}`);
+    log.log("info", `project-context ${VERSION} started: worktree ${worktree}, delivery ${options.delivery}, watcher ${options.watch ? "on" : "off"}, records ${engine.records?.dir ?? "off"}`);
     await warmUp(log);
     return {
       "tool.execute.before": createToolBefore(engine, log),
@@ -48,6 +49,7 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
       "experimental.chat.system.transform": createSystemTransform(engine, log),
       "experimental.session.compacting": createCompacting(engine, log),
       event: createEvent(engine, log),
+      tool: { [CONTEXT_TOOL]: createContextTool(engine, log) },
       dispose: () => engine.dispose().catch(() => {}),
     };
   } catch (error) {

@@ -31,6 +31,12 @@ export interface ProjectContextOptions {
   deliveryTokens?: number;
   /** Bytes of context-file text the in-memory cache keeps at most; the least recently used goes first. */
   maxCacheBytes?: number;
+  /** Append one JSON line per request to `<recordsDir>/<sessionID>.jsonl` (what context it had; never file text). */
+  records?: boolean;
+  /** Where the records go; "" (default): `$XDG_STATE_HOME/opencode-project-context`, else `~/.local/state/opencode-project-context`. */
+  recordsDir?: string;
+  /** Worktree-relative files or directories pinned in every session (as if loaded with the project_context tool). */
+  pin?: string[];
 }
 
 export type ResolvedOptions = Readonly<Required<ProjectContextOptions>>;
@@ -47,6 +53,9 @@ export const DEFAULT_OPTIONS: ResolvedOptions = Object.freeze({
   delivery: "stable",
   deliveryTokens: 6000,
   maxCacheBytes: 32 * 1024 * 1024,
+  records: true,
+  recordsDir: "",
+  pin: Object.freeze([]) as unknown as string[],
 });
 
 type Field = keyof ProjectContextOptions;
@@ -70,6 +79,11 @@ function schemaOf({ z }: typeof import("zod")): { [K in Field]: z.ZodType } {
     delivery: z.enum(["stable", "system"]),
     deliveryTokens: z.number().int().min(0).max(1_000_000),
     maxCacheBytes: z.number().int().min(1024 * 1024).max(4 * 1024 * 1024 * 1024),
+    records: z.boolean(),
+    recordsDir: z.string().max(4096).refine((dir) => !dir.includes("\0"), "must not contain NUL"),
+    pin: z
+      .array(z.string().min(1).max(4096).refine((path) => !path.includes("\0"), "must not contain NUL"))
+      .max(256),
   };
 }
 

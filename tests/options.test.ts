@@ -18,6 +18,9 @@ describe("resolveOptions", () => {
       delivery: "stable",
       deliveryTokens: 6000,
       maxCacheBytes: 33554432,
+      records: true,
+      recordsDir: "",
+      pin: [],
     });
   });
 

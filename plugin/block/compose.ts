@@ -98,6 +98,13 @@ export async function compose(
   }
 }
 
+/** The file's tokens without waiting for the tokenizer: exact where counted, else the provable bound (records, lists). */
+export function knownTokens(file: FileVersion): { tokens: number; exact: boolean } {
+  const known = counts.get(file);
+  if (known !== undefined) return { tokens: known.reduce((sum, count) => sum + count, 0), exact: true };
+  return { tokens: docOf(file).units.reduce((sum, unit) => sum + unitBound(unit), 0), exact: false };
+}
+
 function contentTokens(item: PlanItem, units: number): number {
   let tokens = 0;
   for (let i = 0; i < units; i++) tokens += item.counts?.[i] ?? unitBound(item.doc.units[i]!);

@@ -14,7 +14,7 @@ export function createChatMessage(engine: Engine, log: Logger): Hook {
   return guard(log, "chat.message", async (input: Parameters<Hook>[0], output: Parameters<Hook>[1]) => {
     const message = output?.message as { id?: unknown } | undefined;
     if (typeof input?.sessionID !== "string" || typeof message?.id !== "string" || !Array.isArray(output.parts)) return;
-    const text = await engine.userMessage(input.sessionID, message.id);
+    const text = await engine.userMessage(input.sessionID, message.id, typeof input.agent === "string" ? input.agent : undefined);
     if (text === "") return;
     const last = output.parts.reduce<string>((max, part) => {
       const id = (part as { id?: unknown }).id;

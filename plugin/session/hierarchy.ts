@@ -15,6 +15,8 @@ export interface Hierarchy {
   /** The real start directory of each touched path (absent when it lies outside the worktree). */
   readonly starts: ReadonlyMap<string, string>;
   readonly startDirs: ReadonlySet<string>;
+  /** Files that are in only because the session pinned them (include mode "manual"). */
+  readonly manual: ReadonlySet<string>;
 }
 
 /**
@@ -43,24 +45,32 @@ export interface ChainSource {
 }
 
 /**
- * The hierarchy for `touches` (oldest first) with `sessionDir` as the oldest of all. Known answers are
- * taken as they are: only what is new costs a promise.
+ * The hierarchy for `touches` (oldest first) with `sessionDir` as the oldest of all, then the `pins`
+ * (a pinned directory brings its chain, a pinned file only itself). Known answers are taken as they
+ * are: only what is new costs a promise.
  */
-export async function hierarchyOf(source: ChainSource, sessionDir: string, touches: readonly ToolPath[]): Promise<Hierarchy> {
+export async function hierarchyOf(source: ChainSource, sessionDir: string, touches: readonly ToolPath[], pins: readonly ToolPath[] = []): Promise<Hierarchy> {
   const newestFirst = [...touches].reverse();
   newestFirst.push({ path: sessionDir, isFile: false });
-  const starts = await settle(newestFirst.map((touch) => source.resolveStart(touch.path, touch.isFile)));
+  const all = [...newestFirst, ...pins];
+  const starts = await settle(all.map((touch) => source.resolveStart(touch.path, touch.isFile)));
   const startByPath = new Map<string, string>();
   const startDirs: string[] = [];
   const seenStart = new Set<string>();
-  newestFirst.forEach((touch, i) => {
+  /** Start directories reached only by pinned files: of their chain, only the file of the directory itself. */
+  const fileOnly = new Set<string>();
+  const pinned = new Set<string>();
+  all.forEach((touch, i) => {
     const start = starts[i];
     if (start === undefined) return;
     startByPath.set(touch.path, start);
+    const isPin = i >= newestFirst.length;
     if (!seenStart.has(start)) {
       seenStart.add(start);
       startDirs.push(start);
-    }
+      if (isPin) pinned.add(start);
+      if (isPin && touch.isFile) fileOnly.add(start);
+    } else if (!(isPin && touch.isFile)) fileOnly.delete(start);
   });
   const chains = await settle(startDirs.map((dir) => source.chainOf(dir)));
   const files: FileVersion[] = [];
@@ -68,6 +78,7 @@ export async function hierarchyOf(source: ChainSource, sessionDir: string, touch
   const byPath = new Map<string, FileVersion>();
   const byDir = new Map<string, FileVersion>();
   const dirSet = new Set<string>();
+  const manual = new Set<string>();
   let tier = 0;
   startDirs.forEach((dir, i) => {
     for (const visited of source.walkOf(dir)) dirSet.add(visited);
@@ -75,16 +86,17 @@ export async function hierarchyOf(source: ChainSource, sessionDir: string, touch
     let added = false;
     for (let j = chain.length - 1; j >= 0; j--) {
       const file = chain[j]!;
-      if (byPath.has(file.path)) continue;
+      if (byPath.has(file.path) || (fileOnly.has(dir) && file.dir !== dir)) continue;
       byPath.set(file.path, file);
       byDir.set(file.dir, file);
       files.push(file);
       tiers.push(tier);
+      if (pinned.has(dir)) manual.add(file.path);
       added = true;
     }
     if (added) tier++;
   });
-  return { files, tiers, byPath, byDir, dirs: [...dirSet], dirSet, starts: startByPath, startDirs: seenStart };
+  return { files, tiers, byPath, byDir, dirs: [...dirSet], dirSet, starts: startByPath, startDirs: seenStart, manual };
 }
 
 /** The values of `items`, awaiting only those that are promises. */

@@ -1,3 +1,4 @@
+import type { RenderedEntry } from "../block/render.ts";
 import type { ToolPath } from "../host/tool-paths.ts";
 
 /** How the model has a file: the whole text, a cut copy, or only its name (it did not fit). */
@@ -11,6 +12,8 @@ export interface Known {
   readonly carrier: string;
   /** The directory the file applies to: its deletion is noticed while that directory is on a chain. */
   readonly dir: string;
+  /** A cut: tokens of its text the carrier holds (exact where counted, else the provable bound). */
+  readonly tokens?: number;
 }
 
 export const SYSTEM_CARRIER = "system";
@@ -61,6 +64,25 @@ export class Session {
   heldRevision = 0;
   /** Delivery "system": the last block, and what it was built from. */
   systemMemo: { readonly key: string; readonly text: string } | undefined;
+  /** What the last system block (either delivery) gave each file, by real path. */
+  systemEntries: ReadonlyMap<string, RenderedEntry> = new Map();
+
+  /**
+   * Paths pinned to the session (the project_context tool, the TUI, the `pin` option): a directory
+   * brings its chain, a context file itself. Never forgotten like touches; order of pinning.
+   */
+  readonly pins = new Map<string, ToolPath>();
+  /** Files taken out with `unload` (real path → the directory it applies to), until a touch there. */
+  readonly unloaded = new Map<string, string>();
+  /** Touches since the last unload: resolved at the next hierarchy, where they may bring a file back. */
+  touchedSinceUnload: ToolPath[] = [];
+  /** The agent of the latest user message, and its id. */
+  agent: string | undefined;
+  messageID: string | undefined;
+  /** Bytes of the session's steering file already applied. */
+  steerOffset = 0;
+  /** The last record's file list, and what it was made from: a step that changed nothing writes it again as is. */
+  recordMemo: { readonly key: string; readonly files: string; readonly entries: unknown; readonly hostPaths: unknown } | undefined;
 
   constructor(
     readonly id: string,
@@ -69,7 +91,39 @@ export class Session {
 
   private lastTouched: string | undefined;
 
+  pin(path: ToolPath): void {
+    if (this.pins.has(path.path)) return;
+    this.pins.set(path.path, path);
+    this.version++;
+  }
+
+  unpin(path: string): boolean {
+    if (!this.pins.delete(path)) return false;
+    this.version++;
+    return true;
+  }
+
+  unload(file: string, dir: string): void {
+    this.unloaded.set(file, dir);
+    this.touchedSinceUnload = [];
+    this.heldRevision++;
+  }
+
+  /** Gives back unloaded files whose directory a touch since reached (`startOf` gives a touch's real directory). */
+  reload(startOf: (touch: ToolPath) => string | undefined): void {
+    if (this.touchedSinceUnload.length === 0) return;
+    const reached = new Set(this.touchedSinceUnload.map(startOf));
+    this.touchedSinceUnload = [];
+    for (const [file, dir] of this.unloaded) {
+      if (reached.has(dir)) {
+        this.unloaded.delete(file);
+        this.heldRevision++;
+      }
+    }
+  }
+
   touch(paths: readonly ToolPath[]): void {
+    if (this.unloaded.size > 0 && this.touchedSinceUnload.length < this.maxTouched) this.touchedSinceUnload.push(...paths);
     for (const touched of paths) {
       // Touching the latest path again changes nothing: the common case, kept free.
       if (this.lastTouched === touched.path) continue;

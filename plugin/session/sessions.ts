@@ -14,12 +14,15 @@ export class Sessions {
     private readonly maxTouched: number,
     private readonly onForget: (sessionID: string) => void,
     private readonly maxSessions = MAX_SESSIONS,
+    /** Sets up a session met for the first time (the pins every session gets). */
+    private readonly onCreate: (session: Session) => void = () => {},
   ) {}
 
   get(sessionID: string): Session {
     let state = this.states.get(sessionID);
     if (state === undefined) {
       state = new Session(sessionID, this.maxTouched);
+      this.onCreate(state);
       if (this.states.size >= this.maxSessions) {
         const oldest = this.states.keys().next().value;
         if (oldest !== undefined) this.delete(oldest);

@@ -1,0 +1,73 @@
+import { randomBytes } from "node:crypto";
+import { closeSync, constants, fchmodSync, fsyncSync, openSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+import { parseFrontmatter } from "./frontmatter.ts";
+import { sameTitle, sectionsOf } from "../rules/sections.ts";
+import { readContained } from "./contained.ts";
+
+/** A section's new text spliced into a context file's text, or why it cannot be. */
+export type Splice = { readonly text: string; readonly replaced: boolean } | { readonly error: string };
+
+const MAX_SECTION_TITLE = 200;
+
+/**
+ * `raw` with the section titled `title` (any level, trimmed, case-insensitive; the first match)
+ * given the body `content`; a section that is not there is added at the end as a `##` section. The
+ * frontmatter is never touched, and `content` may not open a section of the same or a higher level
+ * (it would end the section it is meant to fill, and change the file's structure unseen).
+ */
+export function spliceSection(raw: string, title: string, content: string): Splice {
+  const wanted = title.trim();
+  if (wanted === "" || wanted.length > MAX_SECTION_TITLE || /[\r\n]/.test(wanted)) return { error: `section must be one line of 1-${MAX_SECTION_TITLE} characters (a heading's text, without the #s)` };
+  const { body } = parseFrontmatter(raw);
+  const head = raw.endsWith(body) ? raw.slice(0, raw.length - body.length) : "";
+  const sections = sectionsOf(body);
+  const found = sections.find((section) => sameTitle(section.title, wanted));
+  const level = found?.level ?? 2;
+  const opens = sectionsOf(content).find((section) => section.level <= level);
+  if (opens !== undefined) return { error: `content opens the section "${opens.title}" of the same or a higher level; update one section at a time` };
+  const text = content === "" || content.endsWith("\n") ? content : `${content}\n`;
+  if (found === undefined) {
+    const separator = body === "" || body.endsWith("\n\n") ? "" : body.endsWith("\n") ? "\n" : "\n\n";
+    return { text: `${head}${body}${separator}## ${wanted}\n${text}`, replaced: false };
+  }
+  // Keep a blank line before the next heading when the old section had one.
+  const gap = /\n\s*\n$/.test(body.slice(found.bodyStart, found.end)) && found.end < body.length && !text.endsWith("\n\n") ? "\n" : "";
+  return { text: `${head}${body.slice(0, found.bodyStart)}${text}${gap}${body.slice(found.end)}`, replaced: true };
+}
+
+/**
+ * Replaces `path` (a real path inside `realRoot`, read contained) by `text`, atomically: a new file
+ * in the same directory, synced, then renamed over it, so a reader sees the old text or the new one.
+ * Refused when the file changed since `expectedSha256` was read (someone else's edit is never lost).
+ */
+export function replaceFile(path: string, realRoot: string, maxFileBytes: number, expectedSha256: string, text: string): string | undefined {
+  const dir = dirname(path);
+  const current = readContained(path, dir, realRoot, maxFileBytes);
+  if (current.kind !== "file") return `${basename(path)} cannot be read any more`;
+  if (current.version.sha256 !== expectedSha256) return `${basename(path)} changed while it was being updated; try again`;
+  if (current.version.truncated) return `${basename(path)} is larger than maxFileBytes: not updated, to keep what lies past the limit`;
+  const mode = statSync(path).mode & 0o7777;
+  const temporary = join(dir, `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
+  const fd = openSync(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  try {
+    writeSync(fd, text);
+    fchmodSync(fd, mode);
+    fsyncSync(fd);
+    closeSync(fd);
+    renameSync(temporary, path);
+  } catch (error) {
+    try {
+      closeSync(fd);
+    } catch {
+      // closed already
+    }
+    try {
+      unlinkSync(temporary);
+    } catch {
+      // renamed or never made
+    }
+    throw error;
+  }
+  return undefined;
+}

@@ -1,0 +1,56 @@
+import { knownTokens } from "../block/compose.ts";
+import type { FileVersion } from "../files/contained.ts";
+import type { Hierarchy } from "../session/hierarchy.ts";
+import { SYSTEM_CARRIER, type Known, type Session } from "../session/session.ts";
+import type { RenderedEntry } from "../block/render.ts";
+import type { FileRecord } from "./format.ts";
+
+/** What one file's line of a record is made from, taken at the step (all immutable values). */
+export interface FileSnapshot {
+  readonly file: FileVersion;
+  readonly known: Known | undefined;
+  readonly entry: RenderedEntry | undefined;
+  readonly host: boolean;
+  readonly unloaded: boolean;
+  readonly manual: boolean;
+  readonly level: FileRecord["level"];
+}
+
+/** The step's view of every file of the session's hierarchy: cheap (references only); `describe` does the work later. */
+export function snapshotFiles(session: Session, hierarchy: Hierarchy, realRoot: string): FileSnapshot[] {
+  return hierarchy.files.map((file) => ({
+    file,
+    known: session.known(file.path),
+    entry: session.systemEntries.get(file.path),
+    host: session.hostPaths.has(file.path),
+    unloaded: session.unloaded.has(file.path),
+    manual: hierarchy.manual.has(file.path),
+    level: file.dir === realRoot ? "root" : hierarchy.startDirs.has(file.dir) ? "direct" : "parent",
+  }));
+}
+
+/** What the request has of each file, and why: the records' and the `list` action's one truth. */
+export function describe(snapshot: FileSnapshot, delivery: "stable" | "system"): FileRecord {
+  const { file, known, entry } = snapshot;
+  const total = knownTokens(file).tokens;
+  const base = { path: file.rel, sha256: file.sha256, total, mode: snapshot.manual ? "manual" : "touched", level: snapshot.level } as const;
+  if (snapshot.unloaded) return { ...base, tokens: 0, state: "unloaded", reason: "unloaded with project_context; back when a tool call touches its directory" };
+  if (snapshot.host) return { ...base, tokens: 0, state: "host", reason: "OpenCode's own prompt carries it" };
+  const older = known !== undefined && known.sha256 !== file.sha256 ? { reason: "the request has an older version; the new text rides on the next tool output or message" } : {};
+  if (known !== undefined && (delivery === "stable" || known.carrier !== SYSTEM_CARRIER)) {
+    const place = known.carrier === SYSTEM_CARRIER ? "system" : "conversation";
+    if (known.held === "whole") return { ...base, tokens: total, state: place, ...older };
+    if (known.held === "cut") {
+      const tokens = known.tokens ?? 0;
+      return { ...base, tokens, state: "cut", left: Math.max(0, total - tokens), ...older };
+    }
+    return { ...base, tokens: 0, state: "omitted", reason: "over the budget: named only, sent when a tool call reaches its directory" };
+  }
+  if (entry?.state === "whole") return { ...base, tokens: total, state: "system" };
+  if (entry?.state === "cut") {
+    const tokens = entry.sentTokens ?? 0;
+    return { ...base, tokens, state: "cut", left: Math.max(0, total - tokens) };
+  }
+  if (entry !== undefined) return { ...base, tokens: 0, state: "omitted", reason: "over the budget: named only" };
+  return { ...base, tokens: 0, state: "omitted", reason: "not delivered yet: it rides on the next tool output or message" };
+}

@@ -1,0 +1,81 @@
+import { appendFile, mkdir, rename, stat } from "node:fs/promises";
+import type { Logger } from "../log.ts";
+import { MAX_RECORDS_BYTES, recordsPath } from "./format.ts";
+
+/** Lines waiting at most; past it (a stalled disk) the oldest wait is given up, with one warning. */
+const MAX_PENDING = 1024;
+
+/**
+ * Appends records off the step: `append` only queues a function that makes the line, and a later
+ * event-loop task makes and writes it, so a step never waits on JSON or the disk. One writer per
+ * process; lines of one session are written in order. Past MAX_RECORDS_BYTES a session's file is
+ * renamed to `<id>.1.jsonl` (the previous one replaced): a session keeps at most twice that.
+ */
+export class RecordsWriter {
+  private readonly pending: { session: string; line: () => string }[] = [];
+  /** The task writing the queue, while there is one. */
+  private draining: Promise<void> | undefined;
+  private readonly sizes = new Map<string, number>();
+  private madeDir = false;
+  private closed = false;
+
+  constructor(
+    readonly dir: string,
+    private readonly log: Logger,
+  ) {}
+
+  append(session: string, line: () => string): void {
+    if (this.closed) return;
+    if (this.pending.length >= MAX_PENDING) {
+      this.pending.shift();
+      this.log.once("records:overflow", "warn", `records: the disk does not keep up, older records were dropped (${this.dir})`);
+    }
+    this.pending.push({ session, line });
+    // A timer, not a microtask: the step this record describes finishes first.
+    this.draining ??= new Promise<void>((resolve) => setTimeout(resolve, 0)).then(() => this.drain());
+  }
+
+  /** Resolves when every queued record is written (tests, and dispose). */
+  async flush(): Promise<void> {
+    while (this.draining !== undefined) await this.draining;
+  }
+
+  async close(): Promise<void> {
+    await this.flush();
+    this.closed = true;
+  }
+
+  private async drain(): Promise<void> {
+    try {
+      while (this.pending.length > 0) {
+        const { session, line } = this.pending.shift()!;
+        try {
+          await this.write(session, `${line()}\n`);
+        } catch (error) {
+          this.log.once(`records:${String(error)}`, "warn", `records: could not write a record of session ${session} to ${this.dir}: ${String(error)}`);
+        }
+      }
+    } finally {
+      this.draining = undefined;
+    }
+  }
+
+  private async write(session: string, text: string): Promise<void> {
+    const path = recordsPath(this.dir, session);
+    if (!this.madeDir) {
+      await mkdir(this.dir, { recursive: true, mode: 0o700 });
+      this.madeDir = true;
+    }
+    let size = this.sizes.get(session);
+    if (size === undefined) size = await stat(path).then((info) => info.size, () => 0);
+    const bytes = Buffer.byteLength(text);
+    if (size > 0 && size + bytes > MAX_RECORDS_BYTES) {
+      await rename(path, recordsPath(this.dir, session, true));
+      size = 0;
+    }
+    await appendFile(path, text, { mode: 0o600 });
+    // Bounded like the sessions themselves: a size forgotten is read again by one stat.
+    if (this.sizes.size >= 4096 && !this.sizes.has(session)) this.sizes.delete(this.sizes.keys().next().value!);
+    this.sizes.set(session, size + bytes);
+  }
+}
