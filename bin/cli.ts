@@ -13,7 +13,8 @@ const USAGE = `usage: ${NAME} <command> [options]
 
 commands:
   explain [dir] [--touch <path>]...   show the context files a session in dir gets, and the exact block
-                                      (${NAME} explain --help lists its options)
+  explain --session <id>              show what each request of a session had, from the plugin's records
+                                      (${NAME} explain --help lists the options of both)
 
 options:
   -h, --help      this help

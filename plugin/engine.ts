@@ -8,7 +8,7 @@ import { readContained } from "./files/contained.ts";
 import { FileStore } from "./files/store.ts";
 import { replaceFile, spliceSection } from "./files/update.ts";
 import { describe, snapshotFiles } from "./records/describe.ts";
-import { defaultRecordsDir, parseSteer, RECORDS_VERSION, steerPath, type FileRecord } from "./records/format.ts";
+import { defaultRecordsDir, isSessionId, parseSteer, RECORDS_VERSION, steerPath, type FileRecord } from "./records/format.ts";
 import { RecordsWriter } from "./records/writer.ts";
 import { readHistory, scanMessages } from "./host/history.ts";
 import { HOST_MARKER, hostCarries, hostEntryPaths, stripReminder } from "./host/instructions.ts";
@@ -352,7 +352,7 @@ export class Engine {
 
   /** Applies what a TUI asked of the session since the last step (records on: the file lives next to them). */
   private steer(session: Session): void {
-    if (this.records === undefined) return;
+    if (this.records === undefined || !isSessionId(session.id)) return;
     const path = steerPath(this.records.dir, session.id);
     let size: number;
     try {
@@ -386,7 +386,7 @@ export class Engine {
   private record(session: Session): void {
     const records = this.records;
     const hierarchy = this.current(session);
-    if (records === undefined || hierarchy === undefined) return;
+    if (records === undefined || hierarchy === undefined || !isSessionId(session.id)) return;
     const header = {
       v: RECORDS_VERSION,
       time: new Date().toISOString(),
@@ -443,13 +443,13 @@ export class Engine {
       const key = `${generation}:${session.version}:${order}`;
       let hierarchy = memo?.key === key ? memo.hierarchy : undefined;
       // Paths added (none forgotten) that start where the hierarchy already starts change no file.
-      if (hierarchy === undefined && memo !== undefined && memo.base === `${this.store.generation}:${session.evictions}:${order}`) {
+      if (hierarchy === undefined && memo !== undefined && memo.base === `${this.store.generation}:${session.evictions}:${session.pinRevision}:${order}`) {
         hierarchy = extendHierarchy(this.store, memo.hierarchy, session.touched.values());
         if (hierarchy !== undefined) this.hierarchies.set(session, { ...memo, key, hierarchy });
       }
       if (hierarchy === undefined) {
         hierarchy = await hierarchyOf(this.store, this.settings.directory, [...session.touched.values()], [...session.pins.values()]);
-        const base = `${generation}:${session.evictions}:${session.order}`;
+        const base = `${generation}:${session.evictions}:${session.pinRevision}:${session.order}`;
         this.hierarchies.set(session, { key, base, order: session.order, hierarchy });
         // Deleted while this was computed: its watches were let go already, and must stay so.
         if (this.sessions.peek(session.id) === session) this.store.retain(session.id, hierarchy.dirs);
@@ -622,7 +622,7 @@ export class Engine {
       const history = readHistory((response as { data?: unknown } | undefined)?.data);
       if (history.calls.length === 0) return;
       const touches = (calls: typeof history.calls) =>
-        calls.flatMap((call) => toolPaths(call.tool, call.input, this.settings.directory, this.settings.worktree));
+        calls.flatMap((call) => (call.tool === CONTEXT_TOOL ? [] : toolPaths(call.tool, call.input, this.settings.directory, this.settings.worktree)));
       // The system block it had: the hierarchy of the touches before its last compaction (none: its start).
       session.touch(touches(history.calls.slice(0, history.compactedCalls)));
       const baseline = await this.fresh(session);

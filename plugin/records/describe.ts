@@ -25,7 +25,7 @@ export function snapshotFiles(session: Session, hierarchy: Hierarchy, realRoot: 
     host: session.hostPaths.has(file.path),
     unloaded: session.unloaded.has(file.path),
     manual: hierarchy.manual.has(file.path),
-    level: file.dir === realRoot ? "root" : hierarchy.startDirs.has(file.dir) ? "direct" : "parent",
+    level: file.dir === realRoot ? "root" : hierarchy.closest.has(file.path) ? "direct" : "parent",
   }));
 }
 

@@ -17,6 +17,8 @@ export interface Hierarchy {
   readonly startDirs: ReadonlySet<string>;
   /** Files that are in only because the session pinned them (include mode "manual"). */
   readonly manual: ReadonlySet<string>;
+  /** The closest file of each touched or pinned path: the "direct" level, the others being parents (or the root). */
+  readonly closest: ReadonlySet<string>;
 }
 
 /**
@@ -79,10 +81,13 @@ export async function hierarchyOf(source: ChainSource, sessionDir: string, touch
   const byDir = new Map<string, FileVersion>();
   const dirSet = new Set<string>();
   const manual = new Set<string>();
+  const closest = new Set<string>();
   let tier = 0;
   startDirs.forEach((dir, i) => {
     for (const visited of source.walkOf(dir)) dirSet.add(visited);
     const chain = chains[i]!;
+    const nearest = chain[chain.length - 1];
+    if (nearest !== undefined && !(fileOnly.has(dir) && nearest.dir !== dir)) closest.add(nearest.path);
     let added = false;
     for (let j = chain.length - 1; j >= 0; j--) {
       const file = chain[j]!;
@@ -96,7 +101,7 @@ export async function hierarchyOf(source: ChainSource, sessionDir: string, touch
     }
     if (added) tier++;
   });
-  return { files, tiers, byPath, byDir, dirs: [...dirSet], dirSet, starts: startByPath, startDirs: seenStart, manual };
+  return { files, tiers, byPath, byDir, dirs: [...dirSet], dirSet, starts: startByPath, startDirs: seenStart, manual, closest };
 }
 
 /** The values of `items`, awaiting only those that are promises. */

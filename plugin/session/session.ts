@@ -91,15 +91,20 @@ export class Session {
 
   private lastTouched: string | undefined;
 
+  /** Grows when a pin is added or removed: the hierarchy cannot be extended from the last one then. */
+  pinRevision = 0;
+
   pin(path: ToolPath): void {
     if (this.pins.has(path.path)) return;
     this.pins.set(path.path, path);
     this.version++;
+    this.pinRevision++;
   }
 
   unpin(path: string): boolean {
     if (!this.pins.delete(path)) return false;
     this.version++;
+    this.pinRevision++;
     return true;
   }
 
