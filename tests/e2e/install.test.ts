@@ -4,7 +4,10 @@
 //       registry (a throwaway verdaccio on 127.0.0.1 the test publishes the tarball to);
 //   (b) a `file://` path in opencode.json, to the package installed from its tarball in a folder;
 //   (c) a drop-in file in .opencode/plugin/ that re-exports the package installed in the project.
-// Each ends with a nested context file's text in a real request to the model. Also: the package's
+// Each ends with a nested context file's text in a real request to the model. The TUI module is
+// installed beside it each way OpenCode loads TUI plugins (tui.json's `plugin` list: by name, by a
+// file:// path with options, by a path relative to tui.json into the project's node_modules), and
+// the real TUI, continuing the session in tmux, shows that file in its sidebar. Also: the package's
 // bin runs `explain` on plain Node, with no Bun on the PATH.
 
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -12,12 +15,15 @@ import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { readRecords } from "../../plugin/records/format.ts";
+import { formatTokens } from "../../plugin/tui/view.ts";
 import { assertRunSucceeded, openScenario, type Scenario } from "./harness.ts";
 import { runtimeDependencyFolders } from "./install/dependencies.ts";
 import { npm, npmEnv, REPO_ROOT } from "./install/npm.ts";
 import { nodeBinary, packInstalled, startRegistry, type Registry } from "./install/registry.ts";
 import type { RecordedRequest } from "./model-server.ts";
 import { API, ROOT } from "./monorepo.ts";
+import { openTerminal, type Terminal } from "./terminal.ts";
 
 const NAME = "opencode-project-context";
 const VERSION = (JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as { version: string }).version;
@@ -28,7 +34,14 @@ const VERSION = (JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8"
  */
 const TOUCH = { tool: "bash", args: { command: "ls", workdir: "packages/api/src/handlers", description: "List handlers" } };
 
-type Install = { name: string; scenario: Scenario };
+type Install = {
+  name: string;
+  scenario: Scenario;
+  /** Where both modules keep the records (the server plugin writes them, the TUI module reads them). */
+  recordsDir: string;
+  /** The TUI, continuing the session the run made. */
+  terminal?: Terminal;
+};
 
 let root = "";
 let registry: Registry | undefined;
@@ -46,6 +59,12 @@ function setPlugins(scenario: Scenario, plugin: unknown[]) {
 
 /** The scenario's isolated HOME (the harness keeps it next to the project). */
 const homeOf = (scenario: Scenario) => join(dirname(scenario.project.dir), "home");
+const defaultRecordsDir = (scenario: Scenario) => join(homeOf(scenario), ".local/state/opencode-project-context");
+
+/** The project's tui.json: where OpenCode finds TUI plugins (it never reads them from opencode.json). */
+function setTuiPlugins(scenario: Scenario, plugin: unknown[]) {
+  writeFileSync(join(scenario.project.dir, "tui.json"), JSON.stringify({ plugin }, null, 2));
+}
 
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), "pc-install-"));
@@ -67,18 +86,24 @@ beforeAll(async () => {
   unpacked = join(fileInstall, "node_modules", NAME);
 
   const byName = openScenario({ plugin: { via: "config" } });
-  installs.set("by name from a registry", { name: "by name from a registry", scenario: byName });
+  installs.set("by name from a registry", { name: "by name from a registry", scenario: byName, recordsDir: defaultRecordsDir(byName) });
   setPlugins(byName, [NAME]);
+  setTuiPlugins(byName, [NAME]);
   // OpenCode installs `name@latest` with npm's own configuration: ~/.npmrc names the registry.
   writeFileSync(join(homeOf(byName), ".npmrc"), `registry=${registry.url}\n`);
 
   const byPath = openScenario({ plugin: { via: "config" } });
-  installs.set("file:// path in opencode.json", { name: "file:// path in opencode.json", scenario: byPath });
-  setPlugins(byPath, [[`file://${unpacked}`, { systemTokens: 8000 }]]);
+  // Both modules take the same `recordsDir` option; elsewhere than the default, to prove they do.
+  const recordsDir = join(root, "records-b");
+  installs.set("file:// path in opencode.json", { name: "file:// path in opencode.json", scenario: byPath, recordsDir });
+  setPlugins(byPath, [[`file://${unpacked}`, { systemTokens: 8000, recordsDir }]]);
+  setTuiPlugins(byPath, [[`file://${unpacked}`, { recordsDir }]]);
 
   const dropIn = openScenario({ plugin: { via: "drop-in" } });
-  installs.set("drop-in in .opencode/plugin/", { name: "drop-in in .opencode/plugin/", scenario: dropIn });
+  installs.set("drop-in in .opencode/plugin/", { name: "drop-in in .opencode/plugin/", scenario: dropIn, recordsDir: defaultRecordsDir(dropIn) });
   writeFileSync(join(dropIn.project.dir, ".opencode/plugin/project-context.ts"), `export { default } from "${NAME}";\n`);
+  // TUI plugins have no drop-in folder: a path relative to tui.json names the package the project installed.
+  setTuiPlugins(dropIn, [`./node_modules/${NAME}`]);
 
   const play = async ({ name, scenario }: Install) => {
     scenario.server.play([{ toolCalls: [TOUCH] }, { text: "done" }]);
@@ -96,9 +121,12 @@ beforeAll(async () => {
       play(installs.get("drop-in in .opencode/plugin/")!),
     ),
   ]);
+  // The TUIs start together; each test then waits for its own screen.
+  for (const install of installs.values()) install.terminal = openTerminal(install.scenario.project.dir, ["--continue"]);
 }, 180_000);
 
 afterAll(async () => {
+  for (const { terminal } of installs.values()) terminal?.close();
   await Promise.all([...installs.values()].map(({ scenario }) => scenario.close()));
   await registry?.stop();
   if (root !== "") rmSync(root, { recursive: true, force: true });
@@ -117,8 +145,21 @@ for (const name of ["by name from a registry", "file:// path in opencode.json", 
       expect(bodyText(before)).not.toContain(API.marker);
       expect(bodyText(after)).toContain(API.marker);
     });
+
+    test("the TUI module loads from tui.json and its sidebar shows the file with the tokens of the session's record", async () => {
+      const { recordsDir, terminal } = installs.get(name)!;
+      const session = readdirSync(recordsDir).find((file) => /^[\w-]+\.jsonl$/.test(file))!.replace(/\.jsonl$/, "");
+      const api = readRecords(recordsDir, session).at(-1)!.files.find((file) => file.path === API.path)!;
+      const row = new RegExp(`${API.path.replaceAll(".", "\\.")}\\s+${formatTokens(api.tokens).replaceAll(".", "\\.")}\\s*$`, "m");
+      await terminal!.waitFor((screen) => row.test(screen), `${name}: the sidebar row of ${API.path}`);
+    }, 70_000);
   });
 }
+
+test("file://: both modules used the recordsDir option, nothing went to the default directory", () => {
+  const scenario = installs.get("file:// path in opencode.json")!.scenario;
+  expect(existsSync(defaultRecordsDir(scenario))).toBe(false);
+});
 
 test("by name: OpenCode installed the published package from the registry", () => {
   const scenario = installs.get("by name from a registry")!.scenario;
