@@ -22,7 +22,31 @@ export interface FileStoreOptions {
   maxWatchedDirs: number;
   /** Bytes of directory records kept at most (least recently used evicted first). Default DEFAULT_CACHE_BYTES. */
   maxCacheBytes?: number;
+  /** Directories whose context files never load (git-ignored: node_modules, build output); local variants excepted. */
+  isIgnored?: (dir: string) => boolean;
   log: Logger;
+}
+
+/** How a candidate name relates to its base name: `AGENTS.override.md` replaces `AGENTS.md`, `AGENTS.local.md` follows it. */
+export interface Candidate {
+  readonly name: string;
+  readonly kind: "override" | "base" | "local";
+}
+
+/**
+ * The names looked for in each directory, in the order they are tried: for each base name its
+ * override then itself (the first that exists is the directory's file), then the local variants
+ * (the first that exists follows it).
+ */
+export function candidatesOf(fileNames: readonly string[]): readonly Candidate[] {
+  const stem = (name: string) => name.replace(/\.md$/i, "");
+  return Object.freeze([
+    ...fileNames.flatMap((name): Candidate[] => [
+      { name: `${stem(name)}.override.md`, kind: "override" },
+      { name, kind: "base" },
+    ]),
+    ...fileNames.map((name): Candidate => ({ name: `${stem(name)}.local.md`, kind: "local" })),
+  ]);
 }
 
 /** What one directory holds, read once per version. */
@@ -31,6 +55,8 @@ export interface DirectoryRecord {
   /** A real directory (not a symlink, not gone) when it was read. */
   readonly exists: boolean;
   readonly file: FileVersion | null;
+  /** A personal `<stem>.local.md`: it follows `file` (and loads even in an ignored directory). */
+  readonly local: FileVersion | null;
   /** Candidates passed over, and why. */
   readonly skipped: readonly Skip[];
 }
@@ -110,6 +136,7 @@ export class FileStore {
   generation = 0;
   readonly realRoot: string;
   private readonly worktree: string;
+  private readonly candidates: readonly Candidate[];
   private readonly names: ReadonlySet<string>;
   private readonly records: RecordCache<Record_>;
   private readonly chains = new LRUCache<string, Chain>({ max: MAX_CHAINS, disposeAfter: (_chain, start) => this.unindexChain(start) });
@@ -150,7 +177,8 @@ export class FileStore {
   constructor(private readonly options: FileStoreOptions) {
     this.worktree = options.worktree;
     this.realRoot = realOr(options.worktree);
-    this.names = new Set(options.fileNames);
+    this.candidates = candidatesOf(options.fileNames);
+    this.names = new Set(this.candidates.map((candidate) => candidate.name));
     this.mode = options.watch ? "watch" : "sync";
     // An evicted version must not live on in a cached chain, or the bound would be a fiction.
     this.records = new RecordCache<Record_>(options.maxCacheBytes ?? DEFAULT_CACHE_BYTES, sizeOf, (dir) => this.dropChainsThrough(dir));
@@ -302,6 +330,8 @@ export class FileStore {
         loaded++;
         if (!this.records.has(dir)) cacheable = false;
       }
+      // Closest first: the local variant follows the directory's file, so it comes before it here.
+      if (record.local !== null) found.push(record.local);
       found.push(record.file);
       if (record.file?.root === true) break;
     }
@@ -332,12 +362,12 @@ export class FileStore {
 
   /** Keeps `fresh` for `dir`, reusing the previous file version when the bytes are the same. */
   private install(dir: string, previous: Record_ | undefined, fresh: Record_): void {
-    let record = fresh;
-    const before = previous?.file ?? null;
-    const after = fresh.file;
-    if (before !== null && after !== null && before.sha256 === after.sha256 && before.path === after.path && before.size === after.size) {
-      record = { ...fresh, file: before };
-    } else if (before !== after && previous !== undefined) {
+    const same = (before: FileVersion | null, after: FileVersion | null) =>
+      before === after || (before !== null && after !== null && before.sha256 === after.sha256 && before.path === after.path && before.size === after.size);
+    const file = previous !== undefined && same(previous.file, fresh.file) ? previous.file : fresh.file;
+    const local = previous !== undefined && same(previous.local, fresh.local) ? previous.local : fresh.local;
+    const record = file === fresh.file && local === fresh.local ? fresh : { ...fresh, file, local };
+    if (previous !== undefined && (file !== previous.file || local !== previous.local)) {
       this.generation++;
       this.dropChainsThrough(dir);
     }
@@ -348,11 +378,16 @@ export class FileStore {
   private readDir(dir: string): Record_ {
     const startedAt = Date.now();
     const signature = this.signatureOf(dir);
-    if (this.disposed || !signature.startsWith("d")) return Object.freeze({ dir, exists: false, file: null, skipped: [], signature, retry: false });
+    if (this.disposed || !signature.startsWith("d")) return Object.freeze({ dir, exists: false, file: null, local: null, skipped: [], signature, retry: false });
     const { maxFileBytes, log } = this.options;
+    const ignored = this.options.isIgnored?.(dir) === true;
     const skipped: Skip[] = [];
-    for (const name of this.options.fileNames) {
-      const outcome = readContained(dir + sep + name, dir, this.realRoot, maxFileBytes);
+    let file: FileVersion | null = null;
+    let local: FileVersion | null = null;
+    let racy = false;
+    for (const candidate of this.candidates) {
+      if (candidate.kind === "local" ? local !== null : file !== null || ignored) continue;
+      const outcome = readContained(dir + sep + candidate.name, dir, this.realRoot, maxFileBytes);
       if (outcome.kind === "absent") continue;
       if (outcome.kind === "skip") {
         skipped.push(outcome.skip);
@@ -361,10 +396,11 @@ export class FileStore {
       }
       const { version, notes } = outcome;
       for (const note of notes) log.once(`note:${version.path}:${version.sha256}:${note}`, "warn", `${version.path}: ${note}`);
-      const racy = startedAt - outcome.changedMs < RACY_MS;
-      return Object.freeze({ dir, exists: true, file: version, skipped: Object.freeze(skipped), signature, retry: racy || skipped.some((s) => s.transient) });
+      racy ||= startedAt - outcome.changedMs < RACY_MS;
+      if (candidate.kind === "local") local = version;
+      else file = version;
     }
-    return Object.freeze({ dir, exists: true, file: null, skipped: Object.freeze(skipped), signature, retry: skipped.some((s) => s.transient) });
+    return Object.freeze({ dir, exists: true, file, local, skipped: Object.freeze(skipped), signature, retry: racy || skipped.some((s) => s.transient) });
   }
 
   /**
@@ -381,7 +417,7 @@ export class FileStore {
     } catch {
       return "-";
     }
-    for (const name of this.options.fileNames) {
+    for (const { name } of this.candidates) {
       try {
         const info = statSync(dir + sep + name, { throwIfNoEntry: false });
         signature += info === undefined ? "|-" : `|${info.ino}:${info.size}:${info.mtimeMs}:${info.ctimeMs}:${info.isFile() ? "f" : "o"}`;
@@ -777,8 +813,9 @@ export class FileStore {
 
 function sizeOf(record: Record_): number {
   let size = 200 + 2 * (record.dir.length + record.signature.length);
-  const file = record.file;
-  if (file !== null) size += 300 + 2 * (file.raw.length + file.body.length + file.path.length + file.rel.length);
+  for (const file of [record.file, record.local]) {
+    if (file !== null) size += 300 + 2 * (file.raw.length + file.body.length + file.path.length + file.rel.length);
+  }
   for (const skip of record.skipped) size += 100 + 2 * (skip.path.length + skip.reason.length);
   return size;
 }
