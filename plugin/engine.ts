@@ -1,6 +1,6 @@
 import type { PluginInput } from "@opencode-ai/plugin";
 import { readFileSync, realpathSync, statSync } from "node:fs";
-import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { compose, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
 import { disposeTokens } from "./block/tokens.ts";
 import type { FileVersion } from "./files/contained.ts";
@@ -16,6 +16,10 @@ import { toolPaths, type ToolPath } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
 import { isInside } from "./paths.ts";
 import type { ResolvedOptions } from "./options.ts";
+import { applyRules, type Ruled } from "./rules/apply.ts";
+import { Catalog } from "./rules/catalog.ts";
+import { appliesToAgent, describeProblem, readContract } from "./rules/contract.ts";
+import type { ImportRead } from "./rules/imports.ts";
 import { extendHierarchy, hierarchyOf, type Hierarchy } from "./session/hierarchy.ts";
 import { SYSTEM_CARRIER, type Held, type Session } from "./session/session.ts";
 import { Sessions } from "./session/sessions.ts";
@@ -64,6 +68,11 @@ export class Engine {
   private disposed = false;
   /** The hierarchy last computed per session, with what it was computed from. */
   private readonly hierarchies = new WeakMap<Session, { key: string; base: string; order: number; hierarchy: Hierarchy }>();
+  /** The hierarchy after the rules, per session, and what it was made from. */
+  private readonly ruled = new WeakMap<Session, { key: string; hierarchy: Hierarchy; ruled: Ruled }>();
+  /** The worktree's always, agent and manual files; undefined until its index is built. */
+  private catalog: Catalog | undefined;
+  private catalogReady: Promise<void> | undefined;
 
   /** Undefined when records are off. */
   readonly records: RecordsWriter | undefined;
@@ -79,7 +88,11 @@ export class Engine {
 
   static async create(settings: EngineSettings): Promise<Engine> {
     const { options, log } = settings;
-    const store = new FileStore({
+    let engine: Engine | undefined;
+    const store: FileStore = new FileStore({
+      // A trailing slash: `.gitignore` rules such as `build/` match directories only.
+      isIgnored: (dir) => dir !== store.realRoot && engine?.catalog?.index?.isIgnored(`${relative(store.realRoot, dir).split(sep).join("/")}/`) === true,
+      onCandidate: (path) => engine?.catalog?.changed(path),
       worktree: settings.worktree,
       fileNames: options.fileNames,
       maxDepth: options.maxDepth,
@@ -89,7 +102,25 @@ export class Engine {
       maxWatchedDirs: options.maxWatchedDirs,
       log,
     });
-    return new Engine(settings, store);
+    engine = new Engine(settings, store);
+    const built = engine;
+    // Built in the background: the first step waits for it (git ls-files of a large worktree takes a while).
+    built.catalogReady = Catalog.build({
+      worktree: store.realRoot,
+      fileNames: options.fileNames,
+      rules: options.rules,
+      maxEntries: options.maxIndexEntries,
+      maxFileBytes: options.maxFileBytes,
+      watch: options.watch,
+      log,
+    }).then(
+      (catalog) => {
+        if (built.disposed) catalog.dispose();
+        else built.catalog = catalog;
+      },
+      (error: unknown) => log.once("catalog", "warn", `the worktree's always, agent and manual files are not known: ${String(error)}`),
+    );
+    return built;
   }
 
   get delivery(): "stable" | "system" {
@@ -123,7 +154,7 @@ export class Engine {
       const hierarchy = await this.fresh(session, true);
       this.judgeHost(session, host, hierarchy);
       // The same inputs give the same bytes: built again only when the hierarchy, the host's files or what the conversation holds changed.
-      const key = `${this.hierarchies.get(session)?.key}:${[...session.hostPaths].join("\n")}:${session.heldRevision}`;
+      const key = `${this.hierarchies.get(session)?.key}:${this.ruled.get(session)?.key}:${[...session.hostPaths].join("\n")}:${session.heldRevision}`;
       if (session.systemMemo?.key === key) return session.systemMemo.text;
       const held = (file: FileVersion) => session.known(file.path)?.sha256 === file.sha256;
       const items = this.items(session, hierarchy, (file) => !session.hostPaths.has(file.path) && !held(file));
@@ -191,11 +222,13 @@ export class Engine {
   }
 
   /** A user message (stable delivery): what changed since the conversation got it rides along as a text part. */
-  async userMessage(sessionID: string, messageID: string, agent?: string): Promise<string> {
+  async userMessage(sessionID: string, messageID: string, agent?: string, text = ""): Promise<string> {
     if (this.disposed) return "";
     const session = this.sessions.get(sessionID);
     session.messageID = messageID;
     if (agent !== undefined) session.agent = agent;
+    if (this.catalogReady !== undefined) await this.catalogReady;
+    this.attach(session, text);
     if (this.delivery !== "stable") return "";
     return session.serially(async () => {
       await this.restore(session);
@@ -203,6 +236,20 @@ export class Engine {
       session.stepTokensLeft = this.settings.options.deliveryTokens;
       return this.deliver(session, await this.fresh(session), messageID, new Set());
     });
+  }
+
+  /**
+   * `include: agent` files the message is about (ranked against their description, headings and
+   * text) join the session, once: delivered with this message (stable) or in the next block.
+   */
+  private attach(session: Session, text: string): void {
+    const { agentThreshold, agentTop } = this.settings.options;
+    if (this.catalog === undefined || text.trim() === "" || agentTop === 0) return;
+    for (const ranked of this.catalog.rank(text, agentThreshold, agentTop)) {
+      if (session.attached.has(ranked.key) || !appliesToAgent(ranked.entry.contract, session.agent ?? "build")) continue;
+      session.attached.set(ranked.key, ranked.score);
+      session.version++;
+    }
   }
 
   /** OpenCode's messages as about to be sent: a pruned tool output that carried a file sends it back to the system block. */
@@ -277,7 +324,13 @@ export class Engine {
   private async list(session: Session): Promise<string> {
     const hierarchy = await this.fresh(session, true);
     const files = snapshotFiles(session, hierarchy, this.store.realRoot).map((snapshot) => describe(snapshot, this.delivery));
-    const lines = files.map((file) => `- ${file.path}: ${file.level}, ${file.mode}, ${file.total} tokens; ${stateText(file)}`);
+    const lines = files.map((file) => `- ${file.path}: ${file.level}, ${file.mode}${file.score === undefined ? "" : ` (score ${file.score})`}, ${file.total} tokens; ${stateText(file)}`);
+    for (const [path, why] of hierarchy.excluded) lines.push(`- ${this.relOf(path)}: not loaded: ${why}`);
+    for (const entry of this.catalog?.all ?? []) {
+      if (hierarchy.byPath.has(entry.file.path) || hierarchy.excluded.has(entry.file.path)) continue;
+      const how = entry.contract.include === "agent" ? "offered when a user message is about it" : "load it with this tool";
+      lines.push(`- ${entry.file.rel}: ${entry.contract.include}, not loaded (${how})${entry.contract.description === undefined ? "" : `: ${entry.contract.description}`}`);
+    }
     const pins = [...session.pins.values()].map((pin) => this.relOf(pin.path) || ".");
     return [
       `Context files of this session (worktree-relative; most important first; delivery ${this.delivery}):`,
@@ -337,8 +390,13 @@ export class Engine {
     }
   }
 
+  /** A context file by name (or one of its variants), or a rule file the worktree catalog knows. */
   private isContextFile(real: string): boolean {
-    return this.settings.options.fileNames.includes(basename(real));
+    const name = basename(real);
+    return this.settings.options.fileNames.some((base) => {
+      const stem = base.replace(/\.md$/i, "");
+      return name === base || name === `${stem}.override.md` || name === `${stem}.local.md`;
+    }) || this.catalog?.get(real) !== undefined;
   }
 
   /** The `pin` option: every session starts with these. */
@@ -397,7 +455,7 @@ export class Engine {
       worktree: this.store.realRoot,
       pins: [...session.pins.values()].map((pin) => this.relOf(pin.path) || "."),
     };
-    const key = `${this.store.generation}:${session.version}:${session.order}:${session.heldRevision}:${session.hostPrompt?.length}`;
+    const key = `${this.store.generation}:${this.catalog?.version}:${session.version}:${session.order}:${session.heldRevision}:${session.hostPrompt?.length}:${session.agent}`;
     const memo = session.recordMemo;
     const entries = session.systemEntries;
     const hostPaths = session.hostPaths;
@@ -422,6 +480,7 @@ export class Engine {
     this.disposed = true;
     this.sessions.clear();
     this.store.dispose();
+    this.catalog?.dispose();
     await Promise.all([disposeTokens(), this.records?.close()]);
   }
 
@@ -429,7 +488,12 @@ export class Engine {
    * The session's hierarchy after a freshness check of everything it was read from: every change
    * written before this call is in it.
    */
-  private async fresh(session: Session, ordered = false): Promise<Hierarchy> {
+  private async fresh(session: Session, ordered = false): Promise<Ruled> {
+    if (this.catalogReady !== undefined) await this.catalogReady;
+    return this.rule(session, await this.raw(session, ordered));
+  }
+
+  private async raw(session: Session, ordered: boolean): Promise<Hierarchy> {
     // Reused or computed, the hierarchy is checked against disk; a change found means computing again
     // (three rounds at most: a directory rewritten faster than it can be read is served as last read).
     // Touching a known path again only changes priorities: a block that is about to be built asks
@@ -464,9 +528,73 @@ export class Engine {
   }
 
   /** The last hierarchy computed for the session, without a freshness check (judging the host's prompt between builds). */
-  private current(session: Session): Hierarchy | undefined {
-    return this.hierarchies.get(session)?.hierarchy;
+  private current(session: Session): Ruled | undefined {
+    return this.ruled.get(session)?.ruled;
   }
+
+  /**
+   * The hierarchy after the rules contract: the worktree's always files, the agent files attached to
+   * the session and its pinned rule files join it, then each file's frontmatter decides (see
+   * rules/apply.ts). Computed again only when something it depends on changed.
+   */
+  private rule(session: Session, hierarchy: Hierarchy): Ruled {
+    const catalog = this.catalog;
+    const agent = session.agent ?? "build";
+    const key = `${catalog?.version}:${agent}:${session.matched.size}:${session.attached.size}:${session.pinRevision}`;
+    const memo = this.ruled.get(session);
+    if (memo?.hierarchy === hierarchy && memo.key === key) return memo.ruled;
+    const realOf = (path: string) => {
+      const start = hierarchy.starts.get(path);
+      return start === undefined ? undefined : join(start, basename(path));
+    };
+    const pinnedFiles = new Set<string>();
+    const pinnedDirs = new Set<string>();
+    for (const pin of session.pins.values()) {
+      const real = pin.isFile ? realOf(pin.path) : hierarchy.starts.get(pin.path);
+      if (real !== undefined) (pin.isFile ? pinnedFiles : pinnedDirs).add(real);
+    }
+    const extras: FileVersion[] = [];
+    const always = new Set<string>();
+    const ruleFiles = new Set<string>();
+    for (const entry of catalog?.all ?? []) {
+      const path = entry.file.path;
+      if (entry.rule) ruleFiles.add(path);
+      if (entry.contract.include === "always") always.add(path);
+      if (entry.contract.include === "always" || session.attached.has(path) || pinnedFiles.has(path)) extras.push(entry.file);
+    }
+    const touchedFiles: string[] = [];
+    for (const touch of session.touched.values()) {
+      const real = touch.isFile ? realOf(touch.path) : undefined;
+      if (real !== undefined) touchedFiles.push(real);
+    }
+    const ruled = applyRules(withExtras(hierarchy, extras), {
+      agent,
+      touchedFiles,
+      matched: session.matched,
+      pinnedFiles,
+      pinnedDirs,
+      always,
+      ruleFiles,
+      attached: session.attached,
+      read: this.importRead,
+      worktree: this.store.realRoot,
+      warn: (file, message) => this.settings.log.once(`import:${file.sha256}:${message}`, "warn", message),
+    });
+    for (const file of hierarchy.files) {
+      for (const problem of readContract(file.frontmatter).problems) {
+        this.settings.log.once(`contract:${file.sha256}:${problem.key}`, "warn", describeProblem(file.rel, problem));
+      }
+    }
+    this.ruled.set(session, { key, hierarchy, ruled });
+    return ruled;
+  }
+
+  /** An import's read: contained in the worktree at read time, its frontmatter stripped (never obeyed). */
+  private readonly importRead: ImportRead = (path) => {
+    const outcome = readContained(path, dirname(path), this.store.realRoot, this.settings.options.maxFileBytes);
+    if (outcome.kind === "file") return { path: outcome.version.path, rel: outcome.version.rel, body: outcome.version.body, sha256: outcome.version.sha256 };
+    return { problem: outcome.kind === "skip" ? outcome.skip.reason : "no such file" };
+  };
 
   /**
    * Which of the session's files the host's system prompt carries itself: an entry OpenCode
@@ -527,7 +655,7 @@ export class Engine {
     }
     const namedAndReached = (file: FileVersion | undefined) => file !== undefined && reachedDirs.has(file.dir) && session.known(file.path)?.held === "named";
     // Nothing changed since a diff found nothing to deliver: only a file known by name in a reached directory can be due.
-    const quietKey = `${this.store.generation}:${session.version}:${[...session.hostPaths].join("\n")}`;
+    const quietKey = `${this.store.generation}:${this.catalog?.version}:${session.version}:${[...session.hostPaths].join("\n")}`;
     if (quietKey === session.quietKey && ![...reachedDirs].some((dir) => namedAndReached(hierarchy.byDir.get(dir)))) return "";
     if (session.stepTokensLeft < MIN_DELIVERY_TOKENS) return "";
     const updated: { file: FileVersion; tier: number }[] = [];
@@ -677,6 +805,20 @@ interface Target {
   readonly path: string;
   readonly real: string;
   readonly isFile: boolean;
+}
+
+/** The hierarchy with files it does not reach by a walk (always, attached, pinned rule files), last. */
+function withExtras(hierarchy: Hierarchy, extras: readonly FileVersion[]): Hierarchy {
+  const fresh = extras.filter((file) => !hierarchy.byPath.has(file.path));
+  if (fresh.length === 0) return hierarchy;
+  const tier = (hierarchy.tiers.at(-1) ?? -1) + 1;
+  return {
+    ...hierarchy,
+    files: [...hierarchy.files, ...fresh],
+    tiers: [...hierarchy.tiers, ...fresh.map(() => tier)],
+    byPath: new Map([...hierarchy.byPath, ...fresh.map((file): [string, FileVersion] => [file.path, file])]),
+    chains: [...hierarchy.chains, ...fresh.map((file) => [file])],
+  };
 }
 
 function entriesByPath(composed: Composed): Map<string, Composed["entries"][number]> {

@@ -37,6 +37,14 @@ export interface ProjectContextOptions {
   recordsDir?: string;
   /** Worktree-relative files or directories pinned in every session (as if loaded with the project_context tool). */
   pin?: string[];
+  /** Worktree-relative globs of markdown rule files (like the rule folders of Cursor and Claude Code). */
+  rules?: string[];
+  /** Paths the worktree index examines at most (git ls-files, or a walk honouring .gitignore). */
+  maxIndexEntries?: number;
+  /** `include: agent` files attach to a user message when their score (0-1) is above this. */
+  agentThreshold?: number;
+  /** At most this many `include: agent` files attach to one user message. */
+  agentTop?: number;
 }
 
 export type ResolvedOptions = Readonly<Required<ProjectContextOptions>>;
@@ -56,6 +64,10 @@ export const DEFAULT_OPTIONS: ResolvedOptions = Object.freeze({
   records: true,
   recordsDir: "",
   pin: Object.freeze([]) as unknown as string[],
+  rules: Object.freeze([".opencode/rules/**/*.md"]) as unknown as string[],
+  maxIndexEntries: 200_000,
+  agentThreshold: 0.2,
+  agentTop: 2,
 });
 
 type Field = keyof ProjectContextOptions;
@@ -84,6 +96,10 @@ function schemaOf({ z }: typeof import("zod")): { [K in Field]: z.ZodType } {
     pin: z
       .array(z.string().min(1).max(4096).refine((path) => !path.includes("\0"), "must not contain NUL"))
       .max(256),
+    rules: z.array(z.string().min(1).max(1024)).max(64),
+    maxIndexEntries: z.number().int().min(0).max(10_000_000),
+    agentThreshold: z.number().min(0).max(1),
+    agentTop: z.number().int().min(0).max(32),
   };
 }
 

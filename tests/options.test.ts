@@ -21,6 +21,10 @@ describe("resolveOptions", () => {
       records: true,
       recordsDir: "",
       pin: [],
+      rules: [".opencode/rules/**/*.md"],
+      maxIndexEntries: 200000,
+      agentThreshold: 0.2,
+      agentTop: 2,
     });
   });
 

@@ -25,6 +25,8 @@ export interface FileVersion {
   readonly size: number;
   readonly truncated: boolean;
   readonly mtimeMs: number;
+  /** A version whose text the rules changed (imports, merging): the version on disk it came from. */
+  readonly source?: FileVersion;
 }
 
 /** A candidate passed over, and why. */

@@ -24,6 +24,8 @@ export interface FileStoreOptions {
   maxCacheBytes?: number;
   /** Directories whose context files never load (git-ignored: node_modules, build output); local variants excepted. */
   isIgnored?: (dir: string) => boolean;
+  /** A context file name in a watched directory changed (created, edited, deleted): the worktree catalog may care. */
+  onCandidate?: (path: string) => void;
   log: Logger;
 }
 
@@ -527,7 +529,10 @@ export class FileStore {
     if (this.disposed) return;
     if (filename === null) return this.markDirty(dir);
     const name = String(filename);
-    if (this.names.has(name)) return this.markDirty(dir);
+    if (this.names.has(name)) {
+      this.options.onCandidate?.(dir === sep ? sep + name : dir + sep + name);
+      return this.markDirty(dir);
+    }
     const child = dir === sep ? sep + name : dir + sep + name;
     if (this.records.has(child) || this.watched.has(child) || this.missing.has(child)) this.structureChanged(child);
     // The watched directory itself going (or renamed) is reported under its own name.

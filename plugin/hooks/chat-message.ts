@@ -14,7 +14,12 @@ export function createChatMessage(engine: Engine, log: Logger): Hook {
   return guard(log, "chat.message", async (input: Parameters<Hook>[0], output: Parameters<Hook>[1]) => {
     const message = output?.message as { id?: unknown } | undefined;
     if (typeof input?.sessionID !== "string" || typeof message?.id !== "string" || !Array.isArray(output.parts)) return;
-    const text = await engine.userMessage(input.sessionID, message.id, typeof input.agent === "string" ? input.agent : undefined);
+    // What the user wrote (not parts other plugins or OpenCode added): what agent files are ranked against.
+    const written = output.parts
+      .filter((part) => (part as { type?: unknown; synthetic?: unknown }).type === "text" && (part as { synthetic?: unknown }).synthetic !== true)
+      .map((part) => String((part as { text?: unknown }).text ?? ""))
+      .join("\n");
+    const text = await engine.userMessage(input.sessionID, message.id, typeof input.agent === "string" ? input.agent : undefined, written);
     if (text === "") return;
     const last = output.parts.reduce<string>((max, part) => {
       const id = (part as { id?: unknown }).id;

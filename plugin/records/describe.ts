@@ -1,6 +1,6 @@
 import { knownTokens } from "../block/compose.ts";
 import type { FileVersion } from "../files/contained.ts";
-import type { Hierarchy } from "../session/hierarchy.ts";
+import type { Mode, Ruled } from "../rules/apply.ts";
 import { SYSTEM_CARRIER, type Known, type Session } from "../session/session.ts";
 import type { RenderedEntry } from "../block/render.ts";
 import type { FileRecord } from "./format.ts";
@@ -12,19 +12,19 @@ export interface FileSnapshot {
   readonly entry: RenderedEntry | undefined;
   readonly host: boolean;
   readonly unloaded: boolean;
-  readonly manual: boolean;
+  readonly mode: Mode;
   readonly level: FileRecord["level"];
 }
 
 /** The step's view of every file of the session's hierarchy: cheap (references only); `describe` does the work later. */
-export function snapshotFiles(session: Session, hierarchy: Hierarchy, realRoot: string): FileSnapshot[] {
+export function snapshotFiles(session: Session, hierarchy: Ruled, realRoot: string): FileSnapshot[] {
   return hierarchy.files.map((file) => ({
     file,
     known: session.known(file.path),
     entry: session.systemEntries.get(file.path),
     host: session.hostPaths.has(file.path),
     unloaded: session.unloaded.has(file.path),
-    manual: hierarchy.manual.has(file.path),
+    mode: hierarchy.modes.get(file.path) ?? { mode: "touched" },
     level: file.dir === realRoot ? "root" : hierarchy.closest.has(file.path) ? "direct" : "parent",
   }));
 }
@@ -33,7 +33,9 @@ export function snapshotFiles(session: Session, hierarchy: Hierarchy, realRoot: 
 export function describe(snapshot: FileSnapshot, delivery: "stable" | "system"): FileRecord {
   const { file, known, entry } = snapshot;
   const total = knownTokens(file).tokens;
-  const base = { path: file.rel, sha256: file.sha256, total, mode: snapshot.manual ? "manual" : "touched", level: snapshot.level } as const;
+  const { mode, score } = snapshot.mode;
+  // The hash of the bytes on disk, also for a version whose text imports or merging changed.
+  const base = { path: file.rel, sha256: (file.source ?? file).sha256, total, mode, ...(score === undefined ? {} : { score }), level: snapshot.level } as const;
   if (snapshot.unloaded) return { ...base, tokens: 0, state: "unloaded", reason: "unloaded with project_context; back when a tool call touches its directory" };
   if (snapshot.host) return { ...base, tokens: 0, state: "host", reason: "OpenCode's own prompt carries it" };
   const older = known !== undefined && known.sha256 !== file.sha256 ? { reason: "the request has an older version; the new text rides on the next tool output or message" } : {};

@@ -17,6 +17,8 @@ export interface Hierarchy {
   readonly startDirs: ReadonlySet<string>;
   /** Files that are in only because the session pinned them (include mode "manual"). */
   readonly manual: ReadonlySet<string>;
+  /** Each start directory's chain (root first), as merging goes down them; a pinned file's is itself. */
+  readonly chains: readonly (readonly FileVersion[])[];
   /** The closest file of each touched or pinned path: the "direct" level, the others being parents (or the root). */
   readonly closest: ReadonlySet<string>;
 }
@@ -101,7 +103,8 @@ export async function hierarchyOf(source: ChainSource, sessionDir: string, touch
     }
     if (added) tier++;
   });
-  return { files, tiers, byPath, byDir, dirs: [...dirSet], dirSet, starts: startByPath, startDirs: seenStart, manual, closest };
+  const ownChains = startDirs.map((dir, i) => (fileOnly.has(dir) ? chains[i]!.filter((file) => file.dir === dir) : chains[i]!));
+  return { files, tiers, byPath, byDir, dirs: [...dirSet], dirSet, starts: startByPath, startDirs: seenStart, manual, closest, chains: ownChains };
 }
 
 /** The values of `items`, awaiting only those that are promises. */

@@ -79,6 +79,10 @@ export class Session {
   /** The agent of the latest user message, and its id. */
   agent: string | undefined;
   messageID: string | undefined;
+  /** Files whose `paths:` a touched file matched: they stay, like any touch. */
+  readonly matched = new Set<string>();
+  /** `include: agent` files attached to its user messages (real path → score). */
+  readonly attached = new Map<string, number>();
   /** Bytes of the session's steering file already applied. */
   steerOffset = 0;
   /** The last record's file list, and what it was made from: a step that changed nothing writes it again as is. */

@@ -171,9 +171,10 @@ describe.skipIf(STRACE === null)("faults injected at the syscall (strace)", () =
         ops.push({ op: "dispose" });
         for (const watch of error === "EMFILE" ? [false, true] : [false]) {
           const trace = join(tmpdir(), `pc-inject-${process.pid}-${error}-${watch}-${Date.now()}.txt`);
-          // strace counts `when=1` per thread: each thread of Bun's I/O pool fails its first open of
-          // the file once. The fault is transient all the same: it stops after those few opens.
-          const prefix = inject(join(root, "flaky", "AGENTS.md"), "openat", error, "1").map((arg) => (arg === "/dev/null" ? trace : arg));
+          // strace counts `when=1..2` per thread: each thread fails its first two opens of the file (the
+          // worktree catalog's 3-byte look for frontmatter at start-up, and the store's read). The
+          // fault is transient all the same: it stops after those few opens.
+          const prefix = inject(join(root, "flaky", "AGENTS.md"), "openat", error, "1..2").map((arg) => (arg === "/dev/null" ? trace : arg));
           // delivery "system": every step's block is built again, so each step shows what its read got.
           const run = await runChild({ root, options: { watch, delivery: "system" }, ops }, { prefix });
           const injected = (await Bun.file(trace).text()).split("\n").filter((line) => line.includes("(INJECTED)")).length;

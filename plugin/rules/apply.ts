@@ -1,0 +1,146 @@
+import { createHash } from "node:crypto";
+import { relative, sep } from "node:path";
+import type { FileVersion } from "../files/contained.ts";
+import type { IncludeMode } from "../records/format.ts";
+import type { Hierarchy } from "../session/hierarchy.ts";
+import { appliesToAgent, matchesPaths, readContract, type Contract, type Priority } from "./contract.ts";
+import { expandImports, type ImportRead } from "./imports.ts";
+import { mergeChains, type MergeFile } from "./merge.ts";
+
+/** What the session brings to the rules: who asks, what it touched and pinned, what was attached for it. */
+export interface RuleContext {
+  /** The agent of the session's latest user message. */
+  readonly agent: string;
+  /** Real paths of the files the session touched (a `paths:` glob matches these). */
+  readonly touchedFiles: readonly string[];
+  /** Files whose `paths:` matched once: they stay, like any touch (grows). */
+  readonly matched: Set<string>;
+  /** Real paths of files pinned (tool, TUI, `pin` option): a `manual` file loads only so. */
+  readonly pinnedFiles: ReadonlySet<string>;
+  /** Real directories pinned: their own `manual` file loads too. */
+  readonly pinnedDirs: ReadonlySet<string>;
+  /** `always` files of the worktree (real paths): in every session. */
+  readonly always: ReadonlySet<string>;
+  /** Files found by the `rules` globs: their `paths` are relative to the worktree, not to their directory. */
+  readonly ruleFiles: ReadonlySet<string>;
+  /** `agent` files attached to this session by ranking, with their scores. */
+  readonly attached: ReadonlyMap<string, number>;
+  readonly read: ImportRead;
+  readonly worktree: string;
+  /** One warning for a file version's import problem. */
+  readonly warn: (file: FileVersion, message: string) => void;
+}
+
+export interface Mode {
+  readonly mode: IncludeMode;
+  readonly score?: number;
+}
+
+/** The hierarchy after the rules: what loads, in the budget's order, with the text the model gets. */
+export interface Ruled extends Hierarchy {
+  readonly modes: ReadonlyMap<string, Mode>;
+  /** Files of the hierarchy left out, and why (explain and records). */
+  readonly excluded: ReadonlyMap<string, string>;
+  readonly priorities: ReadonlyMap<string, Priority>;
+}
+
+/** Tiers the budget fills in order: critical and high before every closest-first tier (0, 1, ...), low after all. */
+const TIER_OF: Record<Exclude<Priority, "normal">, number> = { critical: -2, high: -1, low: Number.MAX_SAFE_INTEGER };
+
+/**
+ * Applies each file's frontmatter contract to a session's hierarchy: include modes (a `manual` file
+ * only when pinned), `paths` (only once a touched file matches, then for good), `agents` and
+ * `exclude_agents`, imports, `merge` down the chains, and `priority` (critical first, then high,
+ * then the closest-first tiers, `low` last). Returns a hierarchy of the files that load: a file
+ * whose text merging or imports changed is a derived version (same path, its own hash); `source`
+ * keeps the version on disk.
+ */
+export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
+  const excluded = new Map<string, string>();
+  const modes = new Map<string, Mode>();
+  const priorities = new Map<string, Priority>();
+  const kept = new Set<string>();
+  for (const file of hierarchy.files) {
+    const contract = readContract(file.frontmatter);
+    const why = exclusion(file, contract, hierarchy, context);
+    if (why !== undefined) {
+      excluded.set(file.path, why);
+      continue;
+    }
+    kept.add(file.path);
+    priorities.set(file.path, contract.priority);
+    const score = context.attached.get(file.path);
+    modes.set(file.path, modeOf(file, contract, hierarchy, context, score));
+  }
+  // Merging goes down the chains as they load (an override's ancestors it replaces are left out).
+  const chains = hierarchy.chains.map((chain) => chain.filter((file) => kept.has(file.path)));
+  const bodies = new Map<string, string>();
+  for (const file of hierarchy.files) if (kept.has(file.path)) bodies.set(file.path, withImports(file, context));
+  const merged = mergeChains(chains.map((chain) => chain.map((file): MergeFile => ({ key: file.path, rel: file.rel, body: bodies.get(file.path)!, merge: readContract(file.frontmatter).merge }))));
+  for (const [path, by] of merged.dropped) {
+    kept.delete(path);
+    excluded.set(path, `overridden by ${by.join(", ")}`);
+    modes.delete(path);
+  }
+  const order: { file: FileVersion; tier: number }[] = [];
+  hierarchy.files.forEach((file, i) => {
+    if (!kept.has(file.path)) return;
+    const notes = merged.notes.get(file.path) ?? [];
+    const body = merged.bodies.get(file.path) ?? bodies.get(file.path)!;
+    const text = notes.length === 0 ? body : `${notes.map((note) => `[${note}]`).join("\n")}\n\n${body}`;
+    const priority = priorities.get(file.path)!;
+    order.push({ file: derive(file, text), tier: priority === "normal" ? hierarchy.tiers[i]! : TIER_OF[priority] });
+  });
+  // Stable: equal tiers keep the hierarchy's closest-first order.
+  order.sort((a, b) => a.tier - b.tier);
+  const files = order.map((item) => item.file);
+  const byPath = new Map(files.map((file) => [file.path, file]));
+  const byDir = new Map<string, FileVersion>();
+  for (const file of [...files].reverse()) byDir.set(file.dir, file);
+  return { ...hierarchy, files, tiers: order.map((item) => item.tier), byPath, byDir, modes, excluded, priorities };
+}
+
+function exclusion(file: FileVersion, contract: Contract, hierarchy: Hierarchy, context: RuleContext): string | undefined {
+  if (!appliesToAgent(contract, context.agent)) return `not for the agent "${context.agent}" (agents/exclude_agents)`;
+  const pinned = context.pinnedFiles.has(file.path) || context.pinnedDirs.has(file.dir);
+  if (contract.include === "manual" && !pinned) return "include: manual, and not pinned (load it with the project_context tool)";
+  // Reached through a touch (or a rule file): `paths` decides; pinned, always or attached: it loads as asked.
+  const rule = context.ruleFiles.has(file.path);
+  const touchedOnly = !pinned && !context.always.has(file.path) && !context.attached.has(file.path) && !hierarchy.manual.has(file.path);
+  if ((touchedOnly || (rule && !pinned)) && contract.paths !== undefined && !context.matched.has(file.path)) {
+    const base = rule ? context.worktree : file.dir;
+    const prefix = base.endsWith(sep) ? base : base + sep;
+    const hit = context.touchedFiles.some((path) => path.startsWith(prefix) && matchesPaths(contract, relative(base, path).split(sep).join("/")));
+    if (!hit) return `no touched file matches paths: ${contract.paths.join(", ")}`;
+    context.matched.add(file.path);
+  }
+  return undefined;
+}
+
+function modeOf(file: FileVersion, contract: Contract, hierarchy: Hierarchy, context: RuleContext, score: number | undefined): Mode {
+  if (score !== undefined) return { mode: "agent", score };
+  if (context.always.has(file.path) || contract.include === "always") return { mode: "always" };
+  if (hierarchy.manual.has(file.path) || contract.include === "manual") return { mode: "manual" };
+  return { mode: contract.include === "agent" ? "agent" : "touched" };
+}
+
+/** The body with its imports inlined; the very same string when it has none. */
+function withImports(file: FileVersion, context: RuleContext): string {
+  if (!/^@/m.test(file.body)) return file.body;
+  const expansion = expandImports(file.body, file.path, context.worktree, context.read);
+  for (const problem of expansion.problems) context.warn(file, problem.message);
+  return expansion.text;
+}
+
+/** A file version with the text the rules gave it: derived once per (version, text), so its token counts are kept. */
+const derived = new WeakMap<FileVersion, { readonly body: string; readonly version: FileVersion }>();
+
+function derive(file: FileVersion, body: string): FileVersion {
+  if (body === file.body) return file;
+  const known = derived.get(file);
+  if (known !== undefined && known.body === body) return known.version;
+  const sha256 = createHash("sha256").update(file.sha256).update("\0").update(body).digest("hex");
+  const version: FileVersion = Object.freeze({ ...file, body, sha256, source: file });
+  derived.set(file, { body, version });
+  return version;
+}

@@ -1,0 +1,183 @@
+import { watch, type FSWatcher } from "node:fs";
+import { basename, dirname, join, relative, sep } from "node:path";
+import type { FileVersion } from "../files/contained.ts";
+import { readContained } from "../files/contained.ts";
+import { buildWorktreeIndex, contextNamesOf, type WorktreeIndex } from "../files/worktree-index.ts";
+import type { Logger } from "../log.ts";
+import { readContract, type Contract } from "./contract.ts";
+import { AgentRanker, headingsOf, type AgentDoc, type Ranked } from "./rank.ts";
+
+export interface CatalogOptions {
+  /** Real path of the worktree. */
+  readonly worktree: string;
+  readonly fileNames: readonly string[];
+  readonly rules: readonly string[];
+  readonly maxEntries: number;
+  readonly maxFileBytes: number;
+  readonly watch: boolean;
+  readonly log: Logger;
+}
+
+/** A context file of the worktree that loads by something else than a touch. */
+export interface Entry {
+  readonly file: FileVersion;
+  readonly contract: Contract;
+  /** Found by the `rules` globs (not a context file name): its `paths` are worktree-relative. */
+  readonly rule: boolean;
+}
+
+
+/**
+ * The worktree's context files that load without a touch: `always` files (and rule files with no
+ * `include`: like the rule folders of peers, they always apply, or apply where their `paths` match),
+ * `agent` files (offered per message by rank), `manual` files (listed, loaded when pinned). Built
+ * from the worktree index (git ls-files, or a walk honouring .gitignore); a file is read whole only
+ * when it starts with frontmatter. Kept fresh by a watch of each directory that holds one of these
+ * files or may receive a rule file: a change there is read again before the next step asks.
+ */
+export class Catalog {
+  /** Grows with every change of what the catalog holds. */
+  version = 0;
+  private entries = new Map<string, Entry>();
+  private ranker: AgentRanker | undefined;
+  private readonly watchers = new Map<string, FSWatcher>();
+  private readonly names: ReadonlySet<string>;
+  private disposed = false;
+
+  private constructor(
+    private readonly options: CatalogOptions,
+    readonly index: WorktreeIndex | undefined,
+  ) {
+    const names = contextNamesOf(options.fileNames);
+    this.names = new Set([...names.base, ...names.override, ...names.local]);
+  }
+
+  static async build(options: CatalogOptions): Promise<Catalog> {
+    let index: WorktreeIndex | undefined;
+    try {
+      index = await buildWorktreeIndex({
+        worktree: options.worktree,
+        fileNames: options.fileNames,
+        rules: options.rules,
+        maxEntries: options.maxEntries,
+        log: (level, message) => options.log.once(`index:${message}`, level, message),
+      });
+    } catch (error) {
+      options.log.once("index:failed", "warn", `worktree index: could not be built (${String(error)}); always, agent and manual files are not found`);
+    }
+    const catalog = new Catalog(options, index);
+    for (const rel of index?.files ?? []) {
+      catalog.consider(join(options.worktree, rel));
+      // A long listing yields to the event loop now and then: building never blocks a step for long.
+      if (catalog.entries.size % 256 === 255) await new Promise((resolve) => setTimeout(resolve, 0));
+    }
+    if (options.watch) catalog.watchAll(index?.files ?? []);
+    return catalog;
+  }
+
+  get all(): IterableIterator<Entry> {
+    return this.entries.values();
+  }
+
+  get(path: string): Entry | undefined {
+    return this.entries.get(path);
+  }
+
+  /** The files to load in every session: `always`, and rule files with no include. */
+  always(): Entry[] {
+    return [...this.entries.values()].filter((entry) => entry.contract.include === "always");
+  }
+
+  /** `agent` files scoring above the threshold for `message`, best first. */
+  rank(message: string, threshold: number, top: number): (Ranked & { readonly entry: Entry })[] {
+    if (this.ranker === undefined) {
+      const docs: AgentDoc[] = [];
+      for (const entry of this.entries.values()) {
+        if (entry.contract.include !== "agent") continue;
+        docs.push(agentDoc(entry));
+      }
+      this.ranker = new AgentRanker(docs);
+    }
+    return this.ranker.rank(message, { threshold, top }).map((ranked) => ({ ...ranked, entry: this.entries.get(ranked.key)! }));
+  }
+
+  /** A context file name or rule file at `path` was created, changed or deleted (a store or catalog watch saw it). */
+  changed(path: string): void {
+    if (this.disposed) return;
+    const rel = relative(this.options.worktree, path).split(sep).join("/");
+    if (this.index !== undefined && !rel.startsWith("..")) this.index.update(rel, true);
+    this.consider(path);
+  }
+
+  dispose(): void {
+    this.disposed = true;
+    for (const watcher of this.watchers.values()) watcher.close();
+    this.watchers.clear();
+  }
+
+  /** Reads `path` again if it may be an entry, and keeps it, changes it or lets it go. */
+  private consider(path: string): void {
+    const before = this.entries.get(path);
+    const entry = this.read(path);
+    if (entry?.file.sha256 === before?.file.sha256 && entry?.contract === before?.contract) return;
+    if (entry === undefined) this.entries.delete(path);
+    else this.entries.set(path, entry);
+    this.ranker = undefined;
+    this.version++;
+  }
+
+  private read(path: string): Entry | undefined {
+    const rel = relative(this.options.worktree, path).split(sep).join("/");
+    if (this.index !== undefined && !this.index.mayLoad(rel)) return undefined;
+    const rule = !this.names.has(basename(path));
+    // Only a file that starts with frontmatter can say anything but `touched`: the others cost a 4-byte read.
+    if (!rule && !this.startsWithFrontmatter(path)) return undefined;
+    const outcome = readContained(path, dirname(path), this.options.worktree, this.options.maxFileBytes);
+    if (outcome.kind !== "file") return undefined;
+    let contract = readContract(outcome.version.frontmatter);
+    // A rule file that does not say how it loads applies always (where its paths match, if it has some).
+    if (rule && !("include" in outcome.version.frontmatter)) contract = { ...contract, include: "always" };
+    if (contract.include === "touched") return undefined;
+    if (this.options.watch) this.watchDir(dirname(path));
+    return { file: outcome.version, contract, rule };
+  }
+
+  private startsWithFrontmatter(path: string): boolean {
+    // A contained read of the first bytes: a symlink leading out, a FIFO or a directory is refused as any read is.
+    const head = readContained(path, dirname(path), this.options.worktree, 3);
+    return head.kind === "file" && head.version.raw.startsWith("---");
+  }
+
+  private watchAll(rels: readonly string[]): void {
+    // The directories that hold rule files may receive new ones: watched even when none is an entry yet.
+    for (const rel of rels) if (!this.names.has(basename(rel))) this.watchDir(dirname(join(this.options.worktree, rel)));
+  }
+
+  private watchDir(dir: string): void {
+    if (this.watchers.has(dir) || this.disposed) return;
+    try {
+      const watcher = watch(dir, { persistent: false }, (_event, name) => {
+        if (name !== null) this.changed(join(dir, String(name)));
+      });
+      watcher.on("error", () => {
+        watcher.close();
+        this.watchers.delete(dir);
+      });
+      this.watchers.set(dir, watcher);
+    } catch {
+      // A directory that cannot be watched is read again when the store sees a change there.
+    }
+  }
+}
+
+/** One ranker doc per file version: the ranker indexes each doc object once. */
+const agentDocs = new WeakMap<FileVersion, AgentDoc>();
+
+function agentDoc(entry: Entry): AgentDoc {
+  let doc = agentDocs.get(entry.file);
+  if (doc === undefined) {
+    doc = { key: entry.file.path, description: entry.contract.description, headings: headingsOf(entry.file.body), body: entry.file.body };
+    agentDocs.set(entry.file, doc);
+  }
+  return doc;
+}

@@ -1,0 +1,680 @@
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
+import { chmodSync, mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import fc from "fast-check";
+import { buildWorktreeIndex, contextNamesOf, escapeWildmatch, MAX_DEPTH, type IndexOptions, type WorktreeIndex } from "../../plugin/files/worktree-index.ts";
+
+// ---- sandbox: temp trees, and a git that sees none of this machine's configuration ----
+
+const made: string[] = [];
+const savedEnv = { ...process.env };
+let sandbox = "";
+
+beforeAll(() => {
+  sandbox = realpathSync(mkdtempSync(join(tmpdir(), "pc-index-env-")));
+  const empty = join(sandbox, "gitconfig");
+  writeFileSync(empty, "");
+  Object.assign(process.env, {
+    GIT_CONFIG_GLOBAL: empty,
+    GIT_CONFIG_NOSYSTEM: "1",
+    XDG_CONFIG_HOME: join(sandbox, "xdg"),
+    // No repository above the temp directory may be found: a tree without .git is not a repository.
+    GIT_CEILING_DIRECTORIES: realpathSync(tmpdir()),
+  });
+});
+
+afterEach(() => {
+  for (const dir of made.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+afterAll(() => {
+  rmSync(sandbox, { recursive: true, force: true });
+  for (const key of Object.keys(process.env)) if (!(key in savedEnv)) delete process.env[key];
+  Object.assign(process.env, savedEnv);
+});
+
+function tree(files: Record<string, string> = {}): string {
+  const root = realpathSync(mkdtempSync(join(tmpdir(), "pc-index-")));
+  made.push(root);
+  write(root, files);
+  return root;
+}
+
+function write(root: string, files: Record<string, string>): void {
+  for (const [path, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(root, path)), { recursive: true });
+    writeFileSync(join(root, path), text);
+  }
+}
+
+function git(cwd: string, ...args: string[]): string {
+  const run = spawnSync("git", ["-c", "user.name=t", "-c", "user.email=t@example.com", ...args], { cwd, encoding: "utf8" });
+  if (run.status !== 0) throw new Error(`git ${args.join(" ")}: ${run.stderr}`);
+  return run.stdout;
+}
+
+function gitInit(root: string): void {
+  git(root, "init", "-q");
+}
+
+/**
+ * git's own answer: which of `paths` (directories end in `/`, and exist) it ignores. Directories are
+ * asked without their `/` (git sees they are directories): with it, check-ignore also applies the
+ * directory's own .gitignore to the directory itself, which git's listing never does.
+ */
+function gitIgnored(root: string, paths: readonly string[]): Set<string> {
+  const asked = paths.map((path) => path.replace(/\/$/, ""));
+  const run = spawnSync("git", ["check-ignore", "--stdin", "-z"], { cwd: root, input: asked.join("\0"), encoding: "utf8" });
+  if (run.status !== 0 && run.status !== 1) throw new Error(`git check-ignore: ${run.stderr}`);
+  const ignored = new Set(run.stdout.split("\0").filter(Boolean));
+  return new Set(paths.filter((_, i) => ignored.has(asked[i] ?? "")));
+}
+
+interface Logged {
+  level: string;
+  message: string;
+}
+
+async function build(worktree: string, options: Partial<IndexOptions> = {}): Promise<{ index: WorktreeIndex; logged: Logged[] }> {
+  const logged: Logged[] = [];
+  const index = await buildWorktreeIndex({
+    worktree,
+    fileNames: ["AGENTS.md", "CLAUDE.md"],
+    rules: [".opencode/rules/**/*.md"],
+    maxEntries: 200_000,
+    log: (level, message) => void logged.push({ level, message }),
+    ...options,
+  });
+  return { index, logged };
+}
+
+/** Every directory (with its `/`) and file of `paths`, for asking both sides the same questions. */
+function everyPath(paths: readonly string[]): string[] {
+  const all = new Set<string>();
+  for (const path of paths) {
+    all.add(path);
+    for (let slash = path.indexOf("/"); slash !== -1; slash = path.indexOf("/", slash + 1)) all.add(path.slice(0, slash + 1));
+  }
+  return [...all].sort();
+}
+
+// ---- names ----
+
+describe("contextNamesOf", () => {
+  test("each name gives its override and local variants, extension replaced by .md", () => {
+    expect(contextNamesOf(["AGENTS.md", "CLAUDE.md"])).toEqual({
+      base: ["AGENTS.md", "CLAUDE.md"],
+      override: ["AGENTS.override.md", "CLAUDE.override.md"],
+      local: ["AGENTS.local.md", "CLAUDE.local.md"],
+    });
+    expect(contextNamesOf(["CONTEXT", ".cursorrules", "notes.txt", "a.b.md"])).toEqual({
+      base: ["CONTEXT", ".cursorrules", "notes.txt", "a.b.md"],
+      override: ["CONTEXT.override.md", ".cursorrules.override.md", "notes.override.md", "a.b.override.md"],
+      local: ["CONTEXT.local.md", ".cursorrules.local.md", "notes.local.md", "a.b.local.md"],
+    });
+  });
+
+  test("duplicates collapse; `AGENTS.md` and `AGENTS.txt` share their variants", () => {
+    expect(contextNamesOf(["AGENTS.md", "AGENTS.md", "AGENTS.txt"])).toEqual({
+      base: ["AGENTS.md", "AGENTS.txt"],
+      override: ["AGENTS.override.md"],
+      local: ["AGENTS.local.md"],
+    });
+  });
+});
+
+// ---- the git listing ----
+
+const MONOREPO = {
+  ".gitignore": "node_modules/\ndist\n*.local.md\n",
+  "AGENTS.md": "root",
+  "CLAUDE.local.md": "mine",
+  "apps/web/AGENTS.md": "tracked",
+  "apps/web/AGENTS.override.md": "an override beside its base",
+  "apps/api/CLAUDE.override.md": "an override with no base file",
+  "apps/api/src/AGENTS.local.md": "an ignored local variant",
+  "apps/new/AGENTS.md": "untracked, not ignored",
+  "node_modules/x/AGENTS.md": "never",
+  "node_modules/x/AGENTS.local.md": "never: in an ignored directory",
+  "apps/web/dist/AGENTS.md": "never",
+  "apps/web/dist/AGENTS.local.md": "never",
+  ".opencode/rules/style.md": "rule",
+  ".opencode/rules/team/.hidden/deep.md": "rule in a dot directory",
+  ".opencode/rules/notes.txt": "not markdown",
+  ".opencode/rules.md": "not under rules/",
+  "docs/readme.md": "not a context file",
+  "docs/AGENTS.md.bak": "not a context file",
+};
+
+const MONOREPO_FILES = [
+  ".opencode/rules/style.md",
+  ".opencode/rules/team/.hidden/deep.md",
+  "AGENTS.md",
+  "CLAUDE.local.md",
+  "apps/api/CLAUDE.override.md",
+  "apps/api/src/AGENTS.local.md",
+  "apps/new/AGENTS.md",
+  "apps/web/AGENTS.md",
+  "apps/web/AGENTS.override.md",
+];
+
+describe("the git listing", () => {
+  test("tracked, untracked, overrides, rules and ignored local variants; nothing in ignored directories", async () => {
+    const root = tree(MONOREPO);
+    gitInit(root);
+    git(root, "add", ".gitignore", "AGENTS.md", "apps/web", ".opencode");
+    // Tracked by force inside an ignored directory: still in node_modules, still never loaded.
+    git(root, "add", "-f", "node_modules/x/AGENTS.md");
+    git(root, "commit", "-qm", "init");
+    const { index, logged } = await build(root);
+    expect(index.source).toBe("git");
+    expect(index.truncated).toBe(false);
+    expect(index.files).toEqual(MONOREPO_FILES);
+    expect(Object.isFrozen(index.files)).toBe(true);
+    expect(logged).toEqual([]);
+  });
+
+  test("isIgnored: directories (trailing /), files, and what lies below an ignored directory", async () => {
+    const root = tree(MONOREPO);
+    gitInit(root);
+    const { index } = await build(root);
+    expect(index.isIgnored("node_modules/")).toBe(true);
+    expect(index.isIgnored("node_modules/x/")).toBe(true);
+    expect(index.isIgnored("node_modules/x/AGENTS.md")).toBe(true);
+    expect(index.isIgnored("apps/web/dist/")).toBe(true);
+    expect(index.isIgnored("apps/web/dist")).toBe(true); // `dist` has no slash: file or directory
+    expect(index.isIgnored("apps/api/src/AGENTS.local.md")).toBe(true);
+    expect(index.isIgnored("apps/")).toBe(false);
+    expect(index.isIgnored("apps/web/AGENTS.md")).toBe(false);
+    // `node_modules/` names directories only: a file of that name is not ignored (as for git).
+    expect(index.isIgnored("lib/node_modules")).toBe(false);
+    expect(index.isIgnored("lib/node_modules/")).toBe(true);
+  });
+
+  test("mayLoad: a local variant needs only its directory not to be ignored", async () => {
+    const root = tree(MONOREPO);
+    gitInit(root);
+    const { index } = await build(root);
+    expect(index.mayLoad("apps/api/src/AGENTS.local.md")).toBe(true);
+    expect(index.mayLoad("node_modules/x/AGENTS.local.md")).toBe(false);
+    expect(index.mayLoad("apps/web/dist/AGENTS.md")).toBe(false);
+    expect(index.mayLoad("apps/web/AGENTS.md")).toBe(true);
+    expect(index.mayLoad("not/yet/there/CLAUDE.override.md")).toBe(true);
+    expect(index.mayLoad("apps/web/index.ts")).toBe(false);
+    expect(index.mayLoad("apps/web/")).toBe(false);
+  });
+
+  test("nested .gitignore files with negations, re-including directories and files, agree with git", async () => {
+    const files = {
+      ".gitignore": "generated/\nscratch/*\n!scratch/keep/\n*.log\n",
+      "packages/a/.gitignore": "!generated/\n",
+      "packages/b/.gitignore": "*\n!*/\n!AGENTS.md\n",
+      "generated/AGENTS.md": "",
+      "packages/a/generated/AGENTS.md": "",
+      "packages/a/generated/deep/CLAUDE.md": "",
+      "packages/c/generated/AGENTS.md": "",
+      "packages/b/AGENTS.md": "",
+      "packages/b/CLAUDE.md": "",
+      "packages/b/sub/AGENTS.md": "",
+      "scratch/AGENTS.md": "",
+      "scratch/keep/AGENTS.md": "",
+      "scratch/other/AGENTS.md": "",
+      "logs/AGENTS.md.log/AGENTS.md": "",
+    };
+    const root = tree(files);
+    gitInit(root);
+    const { index } = await build(root);
+    expect(index.files).toEqual(["packages/a/generated/AGENTS.md", "packages/a/generated/deep/CLAUDE.md", "packages/b/AGENTS.md", "packages/b/sub/AGENTS.md", "scratch/keep/AGENTS.md"]);
+    const paths = everyPath(Object.keys(files));
+    const ignoredByGit = gitIgnored(root, paths);
+    for (const path of paths) expect([path, index.isIgnored(path)]).toEqual([path, ignoredByGit.has(path)]);
+  });
+
+  test("a .gitignore that ignores itself (`*` in .venv/.gitignore) still applies", async () => {
+    const root = tree({ ".venv/.gitignore": "*\n", ".venv/lib/pkg/AGENTS.md": "", ".venv/AGENTS.md": "", "AGENTS.md": "" });
+    gitInit(root);
+    const { index } = await build(root);
+    expect(index.files).toEqual(["AGENTS.md"]);
+    expect(index.isIgnored(".venv/lib/")).toBe(true);
+    expect(index.isIgnored(".venv/")).toBe(false);
+  });
+
+  test("$GIT_DIR/info/exclude and core.excludesFile count, the deeper .gitignore first", async () => {
+    const root = tree({ "a/AGENTS.md": "", "b/AGENTS.md": "", "c/AGENTS.md": "", "c/.gitignore": "!AGENTS.md\n" });
+    gitInit(root);
+    writeFileSync(join(root, ".git/info/exclude"), "a/\n");
+    const excludes = join(root, ".git", "my-excludes");
+    writeFileSync(excludes, "b/\nAGENTS.md\n");
+    git(root, "config", "core.excludesFile", excludes);
+    const { index } = await build(root);
+    expect(index.files).toEqual(["c/AGENTS.md"]);
+    expect([index.isIgnored("a/"), index.isIgnored("b/"), index.isIgnored("c/AGENTS.md")]).toEqual([true, true, false]);
+  });
+
+  test("core.ignoreCase is honoured", async () => {
+    const root = tree({ ".gitignore": "BUILD/\n", "build/AGENTS.md": "" });
+    gitInit(root);
+    expect((await build(root)).index.files).toEqual(["build/AGENTS.md"]);
+    git(root, "config", "core.ignoreCase", "true");
+    expect((await build(root)).index.files).toEqual([]);
+  });
+
+  test("a worktree inside a repository: paths relative to it, the .gitignore files above it apply", async () => {
+    const root = tree({
+      ".gitignore": "sub/ignored/\n*.local.md\n",
+      "AGENTS.md": "outside the worktree",
+      "sub/.gitignore": "private/\n",
+      "sub/AGENTS.md": "",
+      "sub/ignored/AGENTS.md": "",
+      "sub/private/AGENTS.md": "",
+      "sub/pkg/AGENTS.local.md": "",
+      "sub/pkg/deep/CLAUDE.md": "",
+      "other/AGENTS.md": "",
+    });
+    gitInit(root);
+    git(root, "add", ".");
+    git(root, "commit", "-qm", "init");
+    const worktree = join(root, "sub");
+    const { index } = await build(worktree);
+    expect(index.source).toBe("git");
+    expect(index.files).toEqual(["AGENTS.md", "pkg/AGENTS.local.md", "pkg/deep/CLAUDE.md"]);
+    expect(index.isIgnored("ignored/")).toBe(true);
+    expect(index.isIgnored("private/")).toBe(true);
+    expect(index.isIgnored("pkg/AGENTS.local.md")).toBe(true);
+    expect(index.isIgnored("pkg/")).toBe(false);
+  });
+
+  test("file names with newlines, tabs, quotes, backslashes, glob characters and unicode (the -z output)", async () => {
+    const dirs = ["new\nline", "tab\there", "space dir", ' quote"d ', "back\\slash", "star*", "[br]", "ünï", "emoji😀", "\u202eRTL", "?"];
+    const files: Record<string, string> = { ".gitignore": "*.local.md\n" };
+    for (const dir of dirs) {
+      files[`${dir}/AGENTS.md`] = "";
+      files[`${dir}/x/CLAUDE.local.md`] = "";
+    }
+    const root = tree(files);
+    const walked = (await build(root)).index;
+    gitInit(root);
+    const listed = (await build(root)).index;
+    const expected = dirs.flatMap((dir) => [`${dir}/AGENTS.md`, `${dir}/x/CLAUDE.local.md`]).sort();
+    expect(listed.source).toBe("git");
+    expect(listed.files).toEqual(expected);
+    expect(walked.source).toBe("walk");
+    expect(walked.files).toEqual(expected);
+  });
+
+  test("a name that is not valid UTF-8 cannot be named by a string: skipped by both, not mangled", async () => {
+    const root = tree({ "ok/AGENTS.md": "" });
+    const bad = Buffer.concat([Buffer.from(join(root, "bad")), Buffer.from([0xff, 0xfe])]);
+    mkdirSync(bad);
+    writeFileSync(Buffer.concat([bad, Buffer.from("/AGENTS.md")]), "");
+    writeFileSync(Buffer.concat([Buffer.from(join(root, "ok/CLAUDE")), Buffer.from([0xc3]), Buffer.from(".md")]), "");
+    expect((await build(root, { fileNames: ["AGENTS.md", "CLAUDE\uFFFD.md"] })).index.files).toEqual(["ok/AGENTS.md"]);
+    gitInit(root);
+    expect((await build(root, { fileNames: ["AGENTS.md", "CLAUDE\uFFFD.md"] })).index.files).toEqual(["ok/AGENTS.md"]);
+  });
+});
+
+// ---- the walk ----
+
+describe("the walk (no git repository)", () => {
+  test("the same answer as git on the monorepo", async () => {
+    const root = tree(MONOREPO);
+    const { index, logged } = await build(root);
+    expect(index.source).toBe("walk");
+    expect(index.files).toEqual(MONOREPO_FILES);
+    expect(logged.map((line) => line.level)).toEqual(["info"]);
+    expect(logged[0]?.message).toContain("walking");
+  });
+
+  test("never follows a symlink: loops, self links and links out of the worktree are entries, not directories", async () => {
+    const outside = tree({ "AGENTS.md": "outside", "deep/AGENTS.md": "outside" });
+    const root = tree({ "a/AGENTS.md": "", "a/b/CLAUDE.md": "" });
+    symlinkSync("..", join(root, "a/b/up"));
+    symlinkSync(".", join(root, "loop"));
+    symlinkSync("self", join(root, "self"));
+    symlinkSync(outside, join(root, "out"));
+    symlinkSync(join(outside, "AGENTS.md"), join(root, "a/b/AGENTS.md"));
+    symlinkSync("missing", join(root, "CLAUDE.md"));
+    const walked = (await build(root)).index;
+    // Symlinked files are listed as git lists them; reading them (and refusing what leads out) is the store's part.
+    expect(walked.files).toEqual(["CLAUDE.md", "a/AGENTS.md", "a/b/AGENTS.md", "a/b/CLAUDE.md"]);
+    gitInit(root);
+    expect((await build(root)).index.files).toEqual(walked.files);
+  });
+
+  test("never enters .git, nor a nested repository (as git, which lists neither)", async () => {
+    const root = tree({ "AGENTS.md": "", ".git/AGENTS.md": "", "vendor/lib/.git/HEAD": "", "vendor/lib/AGENTS.md": "", "vendor/AGENTS.md": "" });
+    expect((await build(root)).index.files).toEqual(["AGENTS.md", "vendor/AGENTS.md"]);
+  });
+
+  test("an unreadable directory is passed over", async () => {
+    if (process.getuid?.() === 0) return; // root reads everything
+    const root = tree({ "open/AGENTS.md": "", "closed/AGENTS.md": "" });
+    chmodSync(join(root, "closed"), 0o000);
+    try {
+      expect((await build(root)).index.files).toEqual(["open/AGENTS.md"]);
+    } finally {
+      chmodSync(join(root, "closed"), 0o755);
+    }
+  });
+
+  test(`nothing deeper than ${MAX_DEPTH} levels, for the walk and for git alike (and logged)`, async () => {
+    const deep = (levels: number): string => `${Array.from({ length: levels }, (_, i) => `d${i}`).join("/")}/AGENTS.md`;
+    const root = tree({ [deep(MAX_DEPTH)]: "", [deep(MAX_DEPTH + 1)]: "", [deep(MAX_DEPTH + 5)]: "" });
+    const walked = await build(root);
+    expect(walked.index.files).toEqual([deep(MAX_DEPTH)]);
+    expect(walked.index.truncated).toBe(true);
+    expect(walked.logged.some((line) => line.level === "warn" && line.message.includes(`${MAX_DEPTH} levels`))).toBe(true);
+    gitInit(root);
+    const listed = await build(root);
+    expect(listed.index.files).toEqual([deep(MAX_DEPTH)]);
+    expect(listed.index.truncated).toBe(true);
+    expect(listed.index.isIgnored(deep(MAX_DEPTH + 1))).toBe(true);
+    expect(listed.index.mayLoad(deep(MAX_DEPTH + 1))).toBe(false);
+  });
+});
+
+// ---- git and the walk, generated trees ----
+
+const DIRS = ["a", "b", "build", "node_modules", ".opencode", "rules", "x y", "ü", "lib"];
+const LEAVES = ["AGENTS.md", "CLAUDE.md", "AGENTS.local.md", "CLAUDE.override.md", "x.md", "code.ts", "notes.log"];
+const PATTERNS = [
+  "node_modules/", "build", "/build/", "!build/", "*.local.md", "!AGENTS.local.md", "/a/", "a/", "b/", "!b/", "**/x.md",
+  "a/**/b", "*.md", "!AGENTS.md", "!CLAUDE.md", "rules/", "x*", "[ab]/", "ü/", "x y/", "lib/**", "!lib/a/", "*", "!*/",
+  "**/build/**", "*.log", "# comment", "", "\\!x", "b/*", "!b/a/", "/*", "!/lib/",
+];
+
+const generatedTree = fc.record({
+  files: fc.uniqueArray(
+    fc.tuple(fc.array(fc.constantFrom(...DIRS), { maxLength: 4 }), fc.constantFrom(...LEAVES)).map(([dirs, leaf]) => [...dirs, leaf].join("/")),
+    { minLength: 1, maxLength: 40 },
+  ),
+  ignores: fc.array(fc.tuple(fc.array(fc.constantFrom(...DIRS), { maxLength: 3 }), fc.array(fc.constantFrom(...PATTERNS), { minLength: 1, maxLength: 5 })), { maxLength: 4 }),
+});
+
+describe("git and the walk agree", () => {
+  test("on generated trees: the same files, and isIgnored is git check-ignore's answer for every path", async () => {
+    await fc.assert(
+      fc.asyncProperty(generatedTree, async ({ files, ignores }) => {
+        const content: Record<string, string> = Object.fromEntries(files.map((path) => [path, ""]));
+        for (const [dirs, patterns] of ignores) content[[...dirs, ".gitignore"].join("/")] = `${patterns.join("\n")}\n`;
+        const root = tree(content);
+        try {
+          const walked = (await build(root, { rules: ["**/rules/**/*.md"] })).index;
+          gitInit(root);
+          const listed = (await build(root, { rules: ["**/rules/**/*.md"] })).index;
+          expect(walked.source).toBe("walk");
+          expect(listed.source).toBe("git");
+          expect(walked.files).toEqual(listed.files);
+          const paths = everyPath(Object.keys(content));
+          const ignoredByGit = gitIgnored(root, paths);
+          for (const path of paths) {
+            expect([path, listed.isIgnored(path)]).toEqual([path, ignoredByGit.has(path)]);
+            expect([path, walked.isIgnored(path)]).toEqual([path, ignoredByGit.has(path)]);
+          }
+        } finally {
+          rmSync(root, { recursive: true, force: true });
+        }
+      }),
+      { numRuns: 40 },
+    );
+  }, 60_000);
+
+  test("a directory re-included by a deeper .gitignore, whatever its name (escaping)", async () => {
+    const name = fc
+      .string({ unit: fc.constantFrom(...Array.from("ab*?[]\\!# \n\tü😀-.")), minLength: 1, maxLength: 8 })
+      .filter((n) => n !== "." && n !== ".." && n !== ".git" && !/^\s|\s$/.test(n));
+    await fc.assert(
+      fc.asyncProperty(name, async (dir) => {
+        const root = tree({
+          ".gitignore": "build/\n*.local.md\n",
+          [`${dir}/.gitignore`]: "!build/\n",
+          [`${dir}/build/AGENTS.md`]: "",
+          [`${dir}/build/sub/CLAUDE.md`]: "",
+          [`${dir}/build/sub/AGENTS.local.md`]: "",
+          "other/build/AGENTS.md": "",
+        });
+        try {
+          const walked = (await build(root)).index;
+          gitInit(root);
+          const listed = (await build(root)).index;
+          const expected = [`${dir}/build/AGENTS.md`, `${dir}/build/sub/AGENTS.local.md`, `${dir}/build/sub/CLAUDE.md`].sort();
+          expect(listed.files).toEqual(expected);
+          expect(walked.files).toEqual(expected);
+          expect(listed.isIgnored(`${dir}/build/sub/`)).toBe(false);
+          expect(listed.isIgnored("other/build/")).toBe(true);
+        } finally {
+          rmSync(root, { recursive: true, force: true });
+        }
+      }),
+      { numRuns: 40 },
+    );
+  }, 60_000);
+
+  test("escapeWildmatch: as a .gitignore pattern, the escaped text matches itself and nothing else (git decides)", () => {
+    const root = tree();
+    gitInit(root);
+    const text = fc.string({ unit: fc.constantFrom(..."ab*?[]\\!-^".split("")), minLength: 1, maxLength: 8 });
+    fc.assert(
+      fc.property(text, fc.string({ unit: fc.constantFrom(..."ab*?[]\\!-^".split("")), minLength: 1, maxLength: 8 }), (literal, other) => {
+        // git's own matcher decides: check-ignore --no-index with the escaped pattern as the only rule.
+        writeFileSync(join(root, ".gitignore"), `/${escapeWildmatch(literal)}\n`);
+        const ignored = gitIgnored(root, [literal, other].filter((path) => !path.includes("/")));
+        expect(ignored.has(literal)).toBe(true);
+        expect(ignored.has(other)).toBe(other === literal);
+      }),
+      { numRuns: 100 },
+    );
+  }, 60_000);
+
+  test("file names with glob characters find exactly their ignored local variants", async () => {
+    const stem = fc.string({ unit: fc.constantFrom(..."A*?[]\\!".split("")), minLength: 1, maxLength: 6 }).filter((s) => !s.startsWith("!"));
+    await fc.assert(
+      fc.asyncProperty(stem, async (name) => {
+        const local = `${name}.local.md`;
+        // Decoys a glob would match if the name were not escaped.
+        const root = tree({ ".gitignore": "*.local.md\n", [`d/${local}`]: "", "d/AAA.local.md": "", "d/A.local.md": "", "d/[.local.md": "" });
+        try {
+          gitInit(root);
+          const { index } = await build(root, { fileNames: [`${name}.md`] });
+          expect(index.files).toEqual([`d/${local}`]);
+        } finally {
+          rmSync(root, { recursive: true, force: true });
+        }
+      }),
+      { numRuns: 30 },
+    );
+  }, 60_000);
+});
+
+// ---- bounds ----
+
+describe("bounds", () => {
+  test("a 50,000-file tree: listed by git and by the walk within seconds, the event loop never stalled", async () => {
+    const root = tree();
+    for (let d = 0; d < 500; d++) {
+      const dir = join(root, `pkg${d % 50}`, `mod${d}`);
+      mkdirSync(dir, { recursive: true });
+      for (let f = 0; f < 100; f++) writeFileSync(join(dir, f === 0 ? "AGENTS.md" : `file${f}.ts`), "");
+    }
+    write(root, { ".gitignore": "pkg1/\n" });
+    const measure = async (): Promise<{ index: WorktreeIndex; ms: number; stall: number }> => {
+      let last = performance.now();
+      let stall = 0;
+      const ticker = setInterval(() => {
+        const now = performance.now();
+        stall = Math.max(stall, now - last);
+        last = now;
+      }, 2);
+      const start = performance.now();
+      try {
+        const { index } = await build(root);
+        return { index, ms: performance.now() - start, stall: Math.max(stall, performance.now() - last) };
+      } finally {
+        clearInterval(ticker);
+      }
+    };
+    const walked = await measure();
+    gitInit(root);
+    const listed = await measure();
+    for (const run of [walked, listed]) {
+      expect(run.index.files).toHaveLength(490);
+      expect(run.index.truncated).toBe(false);
+      expect(run.ms).toBeLessThan(8000);
+      expect(run.stall).toBeLessThan(500);
+    }
+    expect([walked.index.source, listed.index.source]).toEqual(["walk", "git"]);
+    expect(walked.index.files).toEqual(listed.index.files);
+  }, 60_000);
+
+  test("maxEntries: the listing stops there, says so once, and keeps what it found", async () => {
+    const files: Record<string, string> = {};
+    for (let d = 0; d < 30; d++) for (let f = 0; f < 10; f++) files[`p${String(d).padStart(2, "0")}/${f === 0 ? "AGENTS.md" : `f${f}.ts`}`] = "";
+    const root = tree(files);
+    const full = Object.keys(files).filter((path) => path.endsWith("AGENTS.md")).sort();
+    const check = (run: { index: WorktreeIndex; logged: Logged[] }): void => {
+      expect(run.index.truncated).toBe(true);
+      expect(run.index.files.length).toBeGreaterThan(0);
+      expect(run.index.files.length).toBeLessThan(15);
+      for (const file of run.index.files) expect(full).toContain(file);
+      const warnings = run.logged.filter((line) => line.level === "warn");
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]?.message).toContain("maxEntries");
+    };
+    check(await build(root, { maxEntries: 100 }));
+    gitInit(root);
+    check(await build(root, { maxEntries: 100 }));
+    const untouched = await build(root, { maxEntries: 100_000 });
+    expect(untouched.index.files).toEqual(full);
+    expect(untouched.index.truncated).toBe(false);
+  });
+
+  test("a huge .gitignore is cut at 1 MiB (logged), hostile patterns cost nothing, a bad one is left out", async () => {
+    const filler = "x".repeat(120) + "\n";
+    const hostile = `${"a/**/".repeat(8)}b\n${"**/".repeat(30)}z\n[z-a]\n[\n\\\n`;
+    const root = tree({
+      ".gitignore": hostile + filler.repeat((1024 * 1024) / filler.length) + "cut/\n",
+      "cut/AGENTS.md": "",
+      [`${"a/".repeat(40)}AGENTS.md`]: "",
+    });
+    const start = performance.now();
+    const { index, logged } = await build(root);
+    expect(performance.now() - start).toBeLessThan(3000);
+    expect(index.files).toContain("cut/AGENTS.md");
+    expect(index.files).toContain(`${"a/".repeat(40)}AGENTS.md`);
+    expect(logged.some((line) => line.message.includes("larger than"))).toBe(true);
+    expect(logged.filter((line) => line.message.includes('"**" are too costly'))).toHaveLength(2);
+  });
+
+  test("hostile questions: outside paths, dot segments, huge and deep paths answer at once", async () => {
+    const root = tree({ ".gitignore": "node_modules/\n", "AGENTS.md": "" });
+    gitInit(root);
+    const { index } = await build(root);
+    for (const outside of ["..", "../x", "../node_modules/", "/etc/", "/", "a/../../node_modules/"]) {
+      expect([outside, index.isIgnored(outside), index.mayLoad(`${outside}/AGENTS.md`)]).toEqual([outside, false, false]);
+    }
+    expect(index.isIgnored("./node_modules/x")).toBe(true);
+    expect(index.isIgnored("a//b/../node_modules/")).toBe(true);
+    expect(index.isIgnored("")).toBe(false);
+    expect(index.isIgnored(".")).toBe(false);
+    expect(index.mayLoad("AGENTS.md")).toBe(true);
+    expect(index.mayLoad("./AGENTS.md")).toBe(true);
+    const start = performance.now();
+    expect(index.isIgnored(`${"src/".repeat(300_000)}x`)).toBe(true);
+    expect(index.isIgnored("a".repeat(2_000_000))).toBe(true);
+    expect(index.isIgnored(`${"d/".repeat(MAX_DEPTH)}`)).toBe(false);
+    expect(index.isIgnored("x\0y/")).toBe(false);
+    expect(performance.now() - start).toBeLessThan(500);
+  });
+
+  test("git that hangs gives way to the walk at the deadline; git absent too", async () => {
+    const root = tree({ "AGENTS.md": "" });
+    gitInit(root);
+    const bin = tree();
+    writeFileSync(join(bin, "git"), "#!/bin/sh\nexec /bin/sleep 30\n");
+    chmodSync(join(bin, "git"), 0o755);
+    const path = process.env.PATH;
+    try {
+      process.env.PATH = `${bin}:${path}`;
+      const start = performance.now();
+      const hung = await build(root, { gitTimeoutMs: 300 });
+      expect(performance.now() - start).toBeLessThan(5000);
+      expect(hung.index.source).toBe("walk");
+      expect(hung.index.files).toEqual(["AGENTS.md"]);
+      expect(hung.logged.some((line) => line.message.includes("timed out"))).toBe(true);
+      unlinkSync(join(bin, "git"));
+      process.env.PATH = bin;
+      const absent = await build(root);
+      expect(absent.index.source).toBe("walk");
+      expect(absent.index.files).toEqual(["AGENTS.md"]);
+    } finally {
+      process.env.PATH = path;
+    }
+  });
+
+  test("bad rules globs are reported and left out; the others still apply", async () => {
+    const root = tree({ "rules/a.md": "", "docs/b.md": "", "x/rules/c.md": "" });
+    const { index, logged } = await build(root, { rules: ["[", "/abs/**/*.md", "../**/*.md", "rules/*.md", "", "docs/**"] });
+    expect(index.files).toEqual(["docs/b.md", "rules/a.md"]);
+    expect(logged.filter((line) => line.level === "warn")).toHaveLength(4);
+  });
+});
+
+// ---- freshness ----
+
+describe("update", () => {
+  test("created and deleted candidates enter and leave at once; ignored ones never; .gitignore asks for a rebuild", async () => {
+    const root = tree(MONOREPO);
+    gitInit(root);
+    const { index } = await build(root);
+    const before = index.files;
+    expect(index.update("apps/fresh/AGENTS.md", true)).toBe("changed");
+    expect(index.files).toContain("apps/fresh/AGENTS.md");
+    expect(before).not.toContain("apps/fresh/AGENTS.md"); // a listing handed out earlier does not change under its holder
+    expect(index.update("apps/fresh/AGENTS.md", true)).toBe("unchanged");
+    expect(index.update("apps/fresh/CLAUDE.local.md", true)).toBe("changed");
+    expect(index.update(".opencode/rules/new.md", true)).toBe("changed");
+    expect(index.update("node_modules/y/AGENTS.md", true)).toBe("unchanged");
+    expect(index.update("apps/web/dist/AGENTS.local.md", true)).toBe("unchanged");
+    expect(index.update("apps/fresh/index.ts", true)).toBe("unchanged");
+    expect(index.update("../outside/AGENTS.md", true)).toBe("unchanged");
+    expect(index.update("/etc/AGENTS.md", true)).toBe("unchanged");
+    expect(index.update("", false)).toBe("unchanged");
+    expect(index.update("apps/.gitignore", true)).toBe("rebuild");
+    expect(index.update(".gitignore", false)).toBe("rebuild");
+    expect(index.files).not.toContain("node_modules/y/AGENTS.md");
+    expect(index.update("apps/fresh/AGENTS.md", false)).toBe("changed");
+    expect(index.files).not.toContain("apps/fresh/AGENTS.md");
+    expect(index.files).toContain("apps/fresh/CLAUDE.local.md");
+    // A deleted directory takes every file under it, and only those (not `apps/web2`).
+    index.update("apps/web2/AGENTS.md", true);
+    expect(index.update("apps/web/", false)).toBe("changed");
+    expect(index.files.filter((file) => file.startsWith("apps/web"))).toEqual(["apps/web2/AGENTS.md"]);
+    expect([...index.files].sort()).toEqual([...index.files]);
+  });
+
+  test("update past maxEntries files is refused, marked truncated and logged once", async () => {
+    const root = tree({ "AGENTS.md": "" });
+    const { index, logged } = await build(root, { maxEntries: 3 });
+    expect(index.truncated).toBe(false);
+    expect(index.update("a/AGENTS.md", true)).toBe("changed");
+    expect(index.update("b/AGENTS.md", true)).toBe("changed");
+    expect(index.update("c/AGENTS.md", true)).toBe("unchanged");
+    expect(index.update("d/AGENTS.md", true)).toBe("unchanged");
+    expect(index.truncated).toBe(true);
+    expect(logged.filter((line) => line.level === "warn")).toHaveLength(1);
+  });
+
+  test("a rebuild after a .gitignore change sees it (files a rule now hides leave, files it reveals come)", async () => {
+    const root = tree({ ".gitignore": "hidden/\n", "hidden/AGENTS.md": "", "shown/AGENTS.md": "" });
+    gitInit(root);
+    expect((await build(root)).index.files).toEqual(["shown/AGENTS.md"]);
+    writeFileSync(join(root, ".gitignore"), "shown/\n");
+    expect((await build(root)).index.files).toEqual(["hidden/AGENTS.md"]);
+    renameSync(join(root, ".git"), join(root, ".git-gone"));
+    rmSync(join(root, ".git-gone"), { recursive: true });
+    expect((await build(root)).index.files).toEqual(["hidden/AGENTS.md"]);
+  });
+});
