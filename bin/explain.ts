@@ -14,6 +14,7 @@ import { dirname, join, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { tokensOf } from "../plugin/block/compose.ts";
 import { Engine } from "../plugin/engine.ts";
+import { describeProblem, readContract } from "../plugin/rules/contract.ts";
 import { readContained } from "../plugin/files/contained.ts";
 import { createLogger } from "../plugin/log.ts";
 import { DEFAULT_OPTIONS, resolveOptions } from "../plugin/options.ts";
@@ -141,7 +142,7 @@ async function explainTree(dir: string | undefined, values: TreeValues): Promise
       await engine.afterTool(session, "read", `explain-${i}`, { filePath: path }, result);
       rides.push(result.output.trim());
     }
-    const { hierarchy, system, compaction } = await engine.inspect(session);
+    const { hierarchy, system, compaction, catalog } = await engine.inspect(session);
     const states = new Map(system.entries.map((entry) => [entry.key, entry.state]));
 
     console.log("Context files that apply (most important first: the chain of the latest touch, closest first):");
@@ -152,8 +153,23 @@ async function explainTree(dir: string | undefined, values: TreeValues): Promise
         if (engine.store.walkOf(startDir).includes(file.dir)) reasons.push(path === directory ? "on the session directory's path" : `applies to ${relative(directory, path)}`);
       }
       if (file.root) reasons.push("root: true (nothing above it applies below it)");
-      const state = host.has(file.path) ? "in OpenCode's own prompt" : `${states.get(file.path) ?? "omitted"} in a system-delivery block`;
-      console.log(`  ${file.rel}  ${await tokensOf(file)} tokens  tier ${hierarchy.tiers[i]}  ${state}; ${reasons.slice(0, 3).join("; ")}`);
+      const contract = readContract(file.frontmatter);
+      if (contract.priority !== "normal") reasons.push(`priority: ${contract.priority}`);
+      if (contract.merge !== "append") reasons.push(`merge: ${contract.merge}`);
+      if (contract.unknownKeys.length > 0) reasons.push(`unknown frontmatter keys ignored: ${contract.unknownKeys.join(", ")}`);
+      for (const problem of contract.problems) reasons.push(`bad value: ${describeProblem(file.rel, problem)}`);
+      const mode = hierarchy.modes.get(file.path);
+      const state = host.has(file.path) ? "in OpenCode's own prompt" : `${states.get(file.path) ?? "omitted (budget)"} in a system-delivery block`;
+      const shownMode = mode === undefined ? "touched" : `${mode.mode}${mode.score === undefined ? "" : ` (score ${mode.score})`}`;
+      console.log(`  ${terminalSafe(file.rel)}  ${shownMode}  ${await tokensOf(file)} tokens  tier ${hierarchy.tiers[i]}  ${state}; ${terminalSafe(reasons.slice(0, 6).join("; "))}`);
+    }
+    if (hierarchy.excluded.size > 0) console.log("\nContext files on the way that do not load:");
+    for (const [path, why] of hierarchy.excluded) console.log(`  ${terminalSafe(relative(engine.store.realRoot, path))}  ${terminalSafe(why)}`);
+    const offered = catalog.filter((entry) => ![...hierarchy.byPath.values()].some((file) => file.rel === entry.rel));
+    if (offered.length > 0) console.log("\nWorktree context files that load without a touch, not in this session:");
+    for (const entry of offered) {
+      const how = entry.include === "agent" ? "offered when a user message is about it" : entry.include === "manual" ? "when pinned (project_context load, or the pin option)" : "in every session";
+      console.log(`  ${terminalSafe(entry.rel)}  ${entry.include}: ${how}${entry.description === undefined ? "" : `; ${terminalSafe(entry.description)}`}`);
     }
     console.log(`\nThe system block at the session's start (${options.delivery === "stable" ? "frozen until the next compaction" : "rebuilt every step"}):`);
     console.log(first === "" ? "(nothing: every file that applies is already in OpenCode's own prompt)" : first);

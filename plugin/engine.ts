@@ -1,7 +1,8 @@
 import type { PluginInput } from "@opencode-ai/plugin";
 import { readFileSync, realpathSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
-import { compose, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
+import { compose, knownTokens, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
+import { watchNotice } from "./block/render.ts";
 import { disposeTokens } from "./block/tokens.ts";
 import type { FileVersion } from "./files/contained.ts";
 import { readContained } from "./files/contained.ts";
@@ -16,9 +17,9 @@ import { toolPaths, type ToolPath } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
 import { isInside } from "./paths.ts";
 import type { ResolvedOptions } from "./options.ts";
-import { applyRules, type Ruled } from "./rules/apply.ts";
+import { applyRules, CRITICAL_TIER, type Ruled } from "./rules/apply.ts";
 import { Catalog } from "./rules/catalog.ts";
-import { appliesToAgent, describeProblem, readContract } from "./rules/contract.ts";
+import { appliesToAgent, describeProblem, matchesWatch, readContract, type Contract } from "./rules/contract.ts";
 import type { ImportRead } from "./rules/imports.ts";
 import { extendHierarchy, hierarchyOf, type Hierarchy } from "./session/hierarchy.ts";
 import { SYSTEM_CARRIER, type Held, type Session } from "./session/session.ts";
@@ -54,6 +55,8 @@ export interface ContextToolArgs {
 const HISTORY_TIMEOUT_MS = 3000;
 /** Bytes of a steering file read at most per step: a TUI writes a short line per pin. */
 const MAX_STEER_READ = 64 * 1024;
+/** Framing a critical file's section may cost (path, tags, a notice): generous, as its only use is to keep such files whole. */
+const CRITICAL_FRAME_TOKENS = 64;
 /** Below this many tokens left in a step, nothing more is delivered until the next step. */
 const MIN_DELIVERY_TOKENS = 64;
 
@@ -155,12 +158,14 @@ export class Engine {
       this.judgeHost(session, host, hierarchy);
       // The same inputs give the same bytes: built again only when the hierarchy, the host's files or what the conversation holds changed.
       const key = `${this.hierarchies.get(session)?.key}:${this.ruled.get(session)?.key}:${[...session.hostPaths].join("\n")}:${session.heldRevision}`;
-      if (session.systemMemo?.key === key) return session.systemMemo.text;
+      const notices = session.notices.splice(0);
+      if (session.systemMemo?.key === key && notices.length === 0) return session.systemMemo.text;
       const held = (file: FileVersion) => session.known(file.path)?.sha256 === file.sha256;
       const items = this.items(session, hierarchy, (file) => !session.hostPaths.has(file.path) && !held(file));
-      const composed = await this.compose("system", items, this.settings.options.systemTokens);
+      const composed = await this.compose("system", items, this.settings.options.systemTokens, { notices });
       session.systemEntries = entriesByPath(composed);
-      session.systemMemo = { key, text: composed.text };
+      // A block with notices is said once: the next step builds the block without them.
+      session.systemMemo = notices.length === 0 ? { key, text: composed.text } : undefined;
       return composed.text;
     }
     if (session.rebuild === undefined && session.returning.size === 0 && session.system !== undefined) {
@@ -291,7 +296,7 @@ export class Engine {
   }
 
   /** What a session's next step is made of: for `explain` and tests. */
-  async inspect(sessionID: string): Promise<{ hierarchy: Hierarchy; system: Composed; compaction: Composed }> {
+  async inspect(sessionID: string): Promise<{ hierarchy: Ruled; system: Composed; compaction: Composed; catalog: readonly { rel: string; include: string; description?: string }[] }> {
     const session = this.sessions.get(sessionID);
     await this.restore(session);
     const hierarchy = await this.fresh(session);
@@ -300,6 +305,7 @@ export class Engine {
       hierarchy,
       system: await this.compose("system", all, this.settings.options.systemTokens),
       compaction: await this.compose("compaction", all, this.settings.options.compactionTokens),
+      catalog: [...(this.catalog?.all ?? [])].map((entry) => ({ rel: entry.file.rel, include: entry.contract.include, ...(entry.contract.description === undefined ? {} : { description: entry.contract.description }) })),
     };
   }
 
@@ -490,7 +496,45 @@ export class Engine {
    */
   private async fresh(session: Session, ordered = false): Promise<Ruled> {
     if (this.catalogReady !== undefined) await this.catalogReady;
-    return this.rule(session, await this.raw(session, ordered));
+    const ruled = this.rule(session, await this.raw(session, ordered));
+    this.checkWatches(session, ruled);
+    return ruled;
+  }
+
+  /**
+   * `watch:` in a loaded file's frontmatter: a watched file created, changed or deleted since the
+   * session last looked gives one notice naming both files, at the session's next delivery. Watched
+   * files are the index's context files and the globs' plain paths, checked by stat when the session
+   * steps (only sessions with a watching file pay for it); a file loaded later starts from what is
+   * there then, with no old notices.
+   */
+  private checkWatches(session: Session, ruled: Ruled): void {
+    const watching = new Set<string>();
+    for (const file of ruled.files) {
+      const contract = readContract(file.frontmatter);
+      if (contract.watch.length === 0) continue;
+      watching.add(file.path);
+      const before = session.watched.get(file.path);
+      const now = new Map<string, string>();
+      for (const rel of this.watchTargets(contract)) now.set(rel, fingerprint(join(this.store.realRoot, rel)));
+      session.watched.set(file.path, now);
+      if (before === undefined) continue;
+      for (const [rel, print] of now) {
+        const was = before.get(rel) ?? "-";
+        if (was === print) continue;
+        session.notices.push(watchNotice(file.rel, rel, was === "-" ? "created" : print === "-" ? "deleted" : "changed"));
+      }
+      for (const [rel, was] of before) if (!now.has(rel) && was !== "-") session.notices.push(watchNotice(file.rel, rel, "deleted"));
+    }
+    for (const path of session.watched.keys()) if (!watching.has(path)) session.watched.delete(path);
+  }
+
+  /** The worktree-relative files a contract's `watch` globs name: context files of the index that match, and plain paths. */
+  private watchTargets(contract: Contract): string[] {
+    const targets = new Set<string>();
+    for (const glob of contract.watch) if (!/[*?[\]{}!\\]/.test(glob)) targets.add(glob.replace(/^\.\//, ""));
+    for (const rel of this.catalog?.index?.files ?? []) if (matchesWatch(contract, rel)) targets.add(rel);
+    return [...targets].sort();
   }
 
   private async raw(session: Session, ordered: boolean): Promise<Hierarchy> {
@@ -656,7 +700,7 @@ export class Engine {
     const namedAndReached = (file: FileVersion | undefined) => file !== undefined && reachedDirs.has(file.dir) && session.known(file.path)?.held === "named";
     // Nothing changed since a diff found nothing to deliver: only a file known by name in a reached directory can be due.
     const quietKey = `${this.store.generation}:${this.catalog?.version}:${session.version}:${[...session.hostPaths].join("\n")}`;
-    if (quietKey === session.quietKey && ![...reachedDirs].some((dir) => namedAndReached(hierarchy.byDir.get(dir)))) return "";
+    if (quietKey === session.quietKey && session.notices.length === 0 && ![...reachedDirs].some((dir) => namedAndReached(hierarchy.byDir.get(dir)))) return "";
     if (session.stepTokensLeft < MIN_DELIVERY_TOKENS) return "";
     const updated: { file: FileVersion; tier: number }[] = [];
     const reachedNow: { file: FileVersion; tier: number }[] = [];
@@ -676,16 +720,20 @@ export class Engine {
     }
     // Priority: what the model holds stale, then this call's chain closest first, then anything else new.
     const items = [...updated, ...reachedNow.map((item) => ({ ...item, tier: 1 })).sort((a, b) => depth(b.file.dir) - depth(a.file.dir)), ...others];
-    if (items.length === 0 && deleted.length === 0) {
+    const notices = session.notices;
+    if (items.length === 0 && deleted.length === 0 && notices.length === 0) {
       session.quietKey = quietKey;
       return "";
     }
     const composed = await this.compose("delivery", items, session.stepTokensLeft, {
       updated: new Set(updated.map((item) => item.file.path)),
       deleted: deleted.map((path) => this.relOf(path)),
+      notices,
     });
     if (composed.failed) return "";
     for (const path of deleted) session.drop(path);
+    // Said once: a notice that did not fit the step's budget is not said at all (it is a hint, not a file).
+    session.notices.splice(0);
     this.remember(session, composed, carrier, hierarchy);
     session.stepTokensLeft -= composed.tokens;
     session.quietKey = quietKey;
@@ -713,7 +761,24 @@ export class Engine {
   }
 
   private compose(kind: BlockKind, items: readonly { file: FileVersion; tier: number }[], budget: number, extras?: Parameters<typeof compose>[4]): Promise<Composed> {
-    return compose(kind, items, budget, this.settings.log, extras);
+    return compose(kind, items, this.budgetFor(kind, items, budget), this.settings.log, extras);
+  }
+
+  /**
+   * `priority: critical` files are never cut or dropped: when they alone pass the budget, the block
+   * gets what they need (their provable bound and framing), and a warning says so.
+   */
+  private budgetFor(kind: BlockKind, items: readonly { file: FileVersion; tier: number }[], budget: number): number {
+    let need = 0;
+    const critical: string[] = [];
+    for (const { file, tier } of items) {
+      if (tier !== CRITICAL_TIER) continue;
+      need += knownTokens(file).tokens + CRITICAL_FRAME_TOKENS;
+      critical.push(file.rel);
+    }
+    if (critical.length === 0 || need + CRITICAL_FRAME_TOKENS <= budget) return budget;
+    this.settings.log.once(`critical:${kind}:${critical.join(",")}:${need}`, "warn", `priority: critical files (${critical.join(", ")}) need about ${need} tokens, more than the ${kind} budget of ${budget}: sent whole anyway`);
+    return need + CRITICAL_FRAME_TOKENS;
   }
 
   /** The file of the hierarchy a host path names: OpenCode names files by their lexical path, the store by their real one. */
@@ -819,6 +884,16 @@ function withExtras(hierarchy: Hierarchy, extras: readonly FileVersion[]): Hiera
     byPath: new Map([...hierarchy.byPath, ...fresh.map((file): [string, FileVersion] => [file.path, file])]),
     chains: [...hierarchy.chains, ...fresh.map((file) => [file])],
   };
+}
+
+/** What stat says of a path, to tell a change: "-" when it is not there. */
+function fingerprint(path: string): string {
+  try {
+    const info = statSync(path, { throwIfNoEntry: false });
+    return info === undefined ? "-" : `${info.ino}:${info.size}:${info.mtimeMs}:${info.ctimeMs}`;
+  } catch {
+    return "-";
+  }
 }
 
 function entriesByPath(composed: Composed): Map<string, Composed["entries"][number]> {

@@ -1,7 +1,7 @@
 // The project_context tool, the per-request records and the TUI's steering requests, driven through
 // the plugin's hooks as OpenCode calls them, on a real copy of the monorepo fixture.
 import { describe, expect, test } from "bun:test";
-import { mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -214,5 +214,29 @@ describe("steering from the TUI", () => {
     expect(sectionPaths(await plugin.step("ses_t"))).toEqual(["AGENTS.md"]);
     const records = await recordsOf(dir, "ses_t", 3);
     expect(records.map((record) => record.pins)).toEqual([[], ["tools/scripts"], []]);
+  });
+});
+
+describe("watch: in frontmatter", () => {
+  test("a watched file edited, created or deleted gives the session that loaded the watcher one notice naming both files", async () => {
+    await using setup = await withRecords({ delivery: "system" });
+    const { plugin } = setup;
+    await writeFile(join(plugin.root, "AGENTS.md"), "---\nwatch: [\"services/*/AGENTS.md\", \"docs/API.md\"]\n---\n# Root\nKeep the service guides in line with this file.\n");
+    await read(plugin, "ses_w", "apps/web/src/App.tsx");
+    const first = await plugin.step("ses_w");
+    expect(first).not.toContain("keeps an eye on it");
+    expect(first).not.toContain("watch:");
+    await writeFile(join(plugin.root, "services/api/AGENTS.md"), "# API\nChanged.\n");
+    const noticed = await plugin.stepUntil("ses_w", (block) => block?.includes("keeps an eye on it") === true, "a watch notice");
+    expect(noticed).toContain("[services/api/AGENTS.md was changed; AGENTS.md keeps an eye on it (watch): its instructions may need a review]");
+    // Said once.
+    expect(await plugin.step("ses_w")).not.toContain("keeps an eye on it");
+    await mkdir(join(plugin.root, "docs"), { recursive: true });
+    await writeFile(join(plugin.root, "docs/API.md"), "# API docs\n");
+    expect(await plugin.step("ses_w")).toContain("[docs/API.md was created; AGENTS.md keeps an eye on it");
+    await rm(join(plugin.root, "docs/API.md"));
+    expect(await plugin.step("ses_w")).toContain("[docs/API.md was deleted; AGENTS.md keeps an eye on it");
+    // A session that loads the watcher later gets no old notices.
+    expect(await plugin.step("ses_late")).not.toContain("keeps an eye on it");
   });
 });

@@ -14,8 +14,8 @@ describe("explain", () => {
   test("prints the files that apply with tokens, tier and reasons, then the system block, what rides on each tool call, and the compaction copy", async () => {
     const { code, stdout } = await explain("tests/fixtures/monorepo", "--worktree", "tests/fixtures/monorepo", "--touch", "services/api/plugins/payments/src/charge.ts");
     expect(code).toBe(0);
-    expect(stdout).toMatch(/ {2}AGENTS\.md {2}\d+ tokens {2}tier \d+ {2}in OpenCode's own prompt/);
-    expect(stdout).toMatch(/services\/api\/plugins\/payments\/AGENTS\.md {2}\d+ tokens {2}tier 0 {2}whole in a system-delivery block; applies to services\/api\/plugins\/payments\/src\/charge\.ts/);
+    expect(stdout).toMatch(/ {2}AGENTS\.md {2}touched {2}\d+ tokens {2}tier \d+ {2}in OpenCode's own prompt/);
+    expect(stdout).toMatch(/services\/api\/plugins\/payments\/AGENTS\.md {2}touched {2}\d+ tokens {2}tier 0 {2}whole in a system-delivery block; applies to services\/api\/plugins\/payments\/src\/charge\.ts/);
     const [tree, system, ride, copy] = stdout.split(/\n(?=The system block at|Appended to the output|The compaction copy)/);
     expect(tree).not.toContain("Web app");
     expect(system).toContain("(nothing: every file that applies is already in OpenCode's own prompt)");

@@ -23,6 +23,8 @@ export interface ComposeExtras {
   readonly updated?: ReadonlySet<string>;
   /** delivery: worktree-relative paths of delivered files deleted since. */
   readonly deleted?: readonly string[];
+  /** Notice lines (watch notices), rendered and escaped. */
+  readonly notices?: readonly string[];
 }
 
 /**

@@ -64,6 +64,8 @@ export interface PlanInput {
   readonly updated?: ReadonlySet<string>;
   /** delivery: rels of delivered files that were deleted since. */
   readonly deleted?: readonly string[];
+  /** Notice lines, rendered and escaped by their maker (watch notices), shown after the files. */
+  readonly notices?: readonly string[];
 }
 
 export type Decision =
@@ -90,14 +92,15 @@ export function plan(input: PlanInput): PlanResult {
     if (counts !== undefined && counts.length !== doc.units.length) throw new RangeError(`counts for ${doc.key} do not match its units`);
   }
   const deleted = input.deleted ?? [];
-  const fixed = frame(blockHead(kind)) + frame(BLOCK_CLOSE) + sum(deleted.map((rel) => frame(deletedNotice(rel))));
+  const notices = input.notices ?? [];
+  const fixed = frame(blockHead(kind)) + frame(BLOCK_CLOSE) + sum(deleted.map((rel) => frame(deletedNotice(rel)))) + sum(notices.map(frame));
   const heads = items.map(({ doc }) => frame(sectionHead(doc.rel, input.updated?.has(doc.key) === true)));
   const wholeTail = frame(WHOLE_TAIL);
   // Everything whole: proven with exact counts where given and frame's upper bound elsewhere. A
   // bound proves only what the exact counts would decide too, so the outcome never depends on it.
   const everything = items.reduce((total, { doc, counts }, i) => total + heads[i]! + wholeTail + (counts ? sum(counts) : bound(doc, frame)), fixed);
   if (everything <= budget || items.length === 0) {
-    const empty = (items.length === 0 && deleted.length === 0) || fixed > budget;
+    const empty = (items.length === 0 && deleted.length === 0 && notices.length === 0) || fixed > budget;
     return Object.freeze({ decisions: Object.freeze(items.map(() => WHOLE)), named: 0, empty });
   }
   const need = items.filter((item) => item.counts === undefined).map((item) => item.doc);

@@ -2,7 +2,7 @@ import { escapeAttribute, escapeInline } from "./escape.ts";
 import type { BlockKind, Plan, PlanInput } from "./plan.ts";
 
 /** What rendering reads of a plan's input (the budget and the counter are planning's). */
-export type RenderInput = Pick<PlanInput, "kind" | "items" | "updated" | "deleted">;
+export type RenderInput = Pick<PlanInput, "kind" | "items" | "updated" | "deleted" | "notices">;
 
 /**
  * The block's text, as pieces. The planner charges exactly these pieces (it calls the same
@@ -35,6 +35,10 @@ export const cutTail = (rel: string, leftOut: number, line: number, endsLine: bo
   `${endsLine ? "" : "\n"}[cut to fit the budget: ${leftOut} tokens left out; read ${escapeInline(rel)} from line ${line}]\n</context-file>\n`;
 
 export const deletedNotice = (rel: string) => `[${escapeInline(rel)} no longer applies (deleted, moved or replaced); disregard its instructions]\n`;
+
+/** A file a loaded context file keeps an eye on (`watch:` in its frontmatter) changed. */
+export const watchNotice = (watcher: string, target: string, change: "created" | "changed" | "deleted") =>
+  `[${escapeInline(target)} was ${change}; ${escapeInline(watcher)} keeps an eye on it (watch): its instructions may need a review]\n`;
 
 export interface Left {
   readonly rel: string;
@@ -77,6 +81,7 @@ export function renderPieces(input: RenderInput, plan: Plan): Piece[] {
     } else pieces.push({ text: WHOLE_TAIL });
   }
   for (const rel of input.deleted ?? []) pieces.push({ text: deletedNotice(rel) });
+  for (const notice of input.notices ?? []) pieces.push({ text: notice });
   const left = leftOut(input, plan);
   if (left.length > 0) pieces.push({ text: leftOutList(kind, left, plan.named) });
   pieces.push({ text: BLOCK_CLOSE });

@@ -45,7 +45,8 @@ export interface Ruled extends Hierarchy {
 }
 
 /** Tiers the budget fills in order: critical and high before every closest-first tier (0, 1, ...), low after all. */
-const TIER_OF: Record<Exclude<Priority, "normal">, number> = { critical: -2, high: -1, low: Number.MAX_SAFE_INTEGER };
+export const CRITICAL_TIER = -2;
+const TIER_OF: Record<Exclude<Priority, "normal">, number> = { critical: CRITICAL_TIER, high: -1, low: Number.MAX_SAFE_INTEGER };
 
 /**
  * Applies each file's frontmatter contract to a session's hierarchy: include modes (a `manual` file

@@ -83,6 +83,10 @@ export class Session {
   readonly matched = new Set<string>();
   /** `include: agent` files attached to its user messages (real path → score). */
   readonly attached = new Map<string, number>();
+  /** Per loaded file with `watch:`, what stat said of each file it watches when last looked. */
+  readonly watched = new Map<string, Map<string, string>>();
+  /** Watch notices not yet said. */
+  readonly notices: string[] = [];
   /** Bytes of the session's steering file already applied. */
   steerOffset = 0;
   /** The last record's file list, and what it was made from: a step that changed nothing writes it again as is. */
