@@ -22,7 +22,9 @@ const errors: string[] = [];
 
 async function probe(label: string, args: Args, timeoutMs = 180_000): Promise<Json | undefined> {
   say(label);
-  const child = Bun.spawn([process.execPath, join(DIR, "probe.ts"), JSON.stringify(args)], { cwd: REPO, stdout: "pipe", stderr: "pipe" });
+  // Records are on by default, so they are measured; they go under the trees directory, removed at the end.
+  const env = { ...process.env, XDG_STATE_HOME: join(TREES_DIR, "state") };
+  const child = Bun.spawn([process.execPath, join(DIR, "probe.ts"), JSON.stringify(args)], { cwd: REPO, stdout: "pipe", stderr: "pipe", env });
   const timer = setTimeout(() => child.kill(), timeoutMs);
   const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
   clearTimeout(timer);
