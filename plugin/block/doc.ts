@@ -86,7 +86,7 @@ function rank(units: readonly string[]): Uint8Array {
   return ranks;
 }
 
-export interface Fence {
+interface Fence {
   readonly char: string;
   readonly length: number;
 }
@@ -96,7 +96,7 @@ export interface Fence {
  * false fence only makes cuts more careful): 3+ backticks or tildes; a backtick fence's info string
  * has no backtick.
  */
-export function openingFence(line: string): Fence | undefined {
+function openingFence(line: string): Fence | undefined {
   const run = fenceRun(line);
   if (run === undefined) return undefined;
   if (run.char === "`" && line.indexOf("`", run.end) !== -1) return undefined;
@@ -104,7 +104,7 @@ export function openingFence(line: string): Fence | undefined {
 }
 
 /** Closed by a run of the same character at least as long, with nothing but blanks after it. */
-export function closesFence(line: string, fence: Fence): boolean {
+function closesFence(line: string, fence: Fence): boolean {
   const run = fenceRun(line);
   return run !== undefined && run.char === fence.char && run.end - run.start >= fence.length && line.slice(run.end).trim() === "";
 }
@@ -120,12 +120,7 @@ function fenceRun(line: string): { char: string; start: number; end: number } | 
 }
 
 function isHeading(line: string): boolean {
-  return headingLevel(line) > 0;
-}
-
-/** The level of an ATX heading line (`#`..`######` then a space or tab), 0 for any other line. */
-export function headingLevel(line: string): number {
   let hashes = 0;
   while (line[hashes] === "#") hashes++;
-  return hashes >= 1 && hashes <= 6 && (line[hashes] === " " || line[hashes] === "\t") ? hashes : 0;
+  return hashes >= 1 && hashes <= 6 && (line[hashes] === " " || line[hashes] === "\t");
 }

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { closeSync, constants, fchmodSync, fsyncSync, openSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { parseFrontmatter } from "./frontmatter.ts";
-import { sameTitle, sectionsOf } from "../rules/sections.ts";
+import { outline, sectionName, sectionsOf } from "../rules/merge.ts";
 import { readContained } from "./contained.ts";
 
 /** A section's new text spliced into a context file's text, or why it cannot be. */
@@ -11,7 +11,7 @@ export type Splice = { readonly text: string; readonly replaced: boolean } | { r
 const MAX_SECTION_TITLE = 200;
 
 /**
- * `raw` with the section titled `title` (any level, trimmed, case-insensitive; the first match)
+ * `raw` with the section titled `title` (level 2 or deeper, matched as merging matches names; the first)
  * given the body `content`; a section that is not there is added at the end as a `##` section. The
  * frontmatter is never touched, and `content` may not open a section of the same or a higher level
  * (it would end the section it is meant to fill, and change the file's structure unseen).
@@ -21,19 +21,19 @@ export function spliceSection(raw: string, title: string, content: string): Spli
   if (wanted === "" || wanted.length > MAX_SECTION_TITLE || /[\r\n]/.test(wanted)) return { error: `section must be one line of 1-${MAX_SECTION_TITLE} characters (a heading's text, without the #s)` };
   const { body } = parseFrontmatter(raw);
   const head = raw.endsWith(body) ? raw.slice(0, raw.length - body.length) : "";
-  const sections = sectionsOf(body);
-  const found = sections.find((section) => sameTitle(section.title, wanted));
+  const found = sectionsOf(body).byName.get(sectionName(`# ${wanted}`));
   const level = found?.level ?? 2;
-  const opens = sectionsOf(content).find((section) => section.level <= level);
-  if (opens !== undefined) return { error: `content opens the section "${opens.title}" of the same or a higher level; update one section at a time` };
+  const opening = outline(content).lines.find((line) => line.level > 0 && line.level <= level);
+  if (opening !== undefined) return { error: `content opens the section "${content.slice(opening.start, opening.end).trim()}" of the same or a higher level; update one section at a time` };
   const text = content === "" || content.endsWith("\n") ? content : `${content}\n`;
   if (found === undefined) {
     const separator = body === "" || body.endsWith("\n\n") ? "" : body.endsWith("\n") ? "\n" : "\n\n";
     return { text: `${head}${body}${separator}## ${wanted}\n${text}`, replaced: false };
   }
+  const bodyStart = body.indexOf("\n", found.start) === -1 ? body.length : body.indexOf("\n", found.start) + 1;
   // Keep a blank line before the next heading when the old section had one.
-  const gap = /\n\s*\n$/.test(body.slice(found.bodyStart, found.end)) && found.end < body.length && !text.endsWith("\n\n") ? "\n" : "";
-  return { text: `${head}${body.slice(0, found.bodyStart)}${text}${gap}${body.slice(found.end)}`, replaced: true };
+  const gap = /\n\s*\n$/.test(body.slice(bodyStart, found.end)) && found.end < body.length && !text.endsWith("\n\n") ? "\n" : "";
+  return { text: `${head}${body.slice(0, bodyStart)}${text}${gap}${body.slice(found.end)}`, replaced: true };
 }
 
 /**

@@ -94,17 +94,25 @@ export function steerPath(dir: string, session: string): string {
 
 /** The lines of `text` that are records of this format; a torn last line or a foreign line is skipped. */
 export function parseRecords(text: string): RequestRecord[] {
-  const records: RequestRecord[] = [];
+  return parseLines(text, (value): value is RequestRecord => {
+    const record = value as Partial<RequestRecord> | null;
+    return record?.v === RECORDS_VERSION && typeof record.session === "string" && Array.isArray(record.files);
+  });
+}
+
+/** The JSON lines of `text` that `accept` takes: a line being written, or not ours, is skipped. */
+function parseLines<T>(text: string, accept: (value: unknown) => value is T): T[] {
+  const found: T[] = [];
   for (const line of text.split("\n")) {
     if (line === "") continue;
     try {
-      const value = JSON.parse(line) as Partial<RequestRecord>;
-      if (value?.v === RECORDS_VERSION && typeof value.session === "string" && Array.isArray(value.files)) records.push(value as RequestRecord);
+      const value: unknown = JSON.parse(line);
+      if (accept(value)) found.push(value);
     } catch {
       // a line being written, or not ours
     }
   }
-  return records;
+  return found;
 }
 
 /** A session's records, oldest first (the rotated file, then the current one); none when there are no files. */
@@ -120,19 +128,10 @@ export function readRecords(dir: string, session: string): RequestRecord[] {
 }
 
 export function parseSteer(text: string): SteerRequest[] {
-  const requests: SteerRequest[] = [];
-  for (const line of text.split("\n")) {
-    if (line === "") continue;
-    try {
-      const value = JSON.parse(line) as Partial<SteerRequest>;
-      if (value?.v === RECORDS_VERSION && (value.action === "load" || value.action === "unload") && typeof value.path === "string" && typeof value.time === "string") {
-        requests.push(value as SteerRequest);
-      }
-    } catch {
-      // a line being written, or not ours
-    }
-  }
-  return requests;
+  return parseLines(text, (value): value is SteerRequest => {
+    const request = value as Partial<SteerRequest> | null;
+    return request?.v === RECORDS_VERSION && (request.action === "load" || request.action === "unload") && typeof request.path === "string" && typeof request.time === "string";
+  });
 }
 
 /** Appends one steering request (the TUI's side); one short line, so the append is atomic. */

@@ -77,7 +77,9 @@ export function sealed(text: string, openFence: string | undefined): string {
 // Sections
 
 /** A heading of level 2 or deeper and what it rules: up to the next heading of the same or a higher level. */
-interface Section {
+export interface Section {
+  /** 2-6: level-1 headings are the document's title, never a section. */
+  readonly level: number;
   /** What headings match on (see sectionName). */
   readonly name: string;
   /** The heading's text as written, for notes. */
@@ -88,7 +90,7 @@ interface Section {
   readonly openFence: string | undefined;
 }
 
-interface Sections {
+export interface Sections {
   /** Only the FIRST section of each name: a later duplicate is plain text of its file, never matched. */
   readonly byName: ReadonlyMap<string, Section>;
 }
@@ -108,7 +110,8 @@ function headingTitle(headingLine: string): string {
   return closing === null ? text : text.slice(0, closing.index).trimEnd();
 }
 
-function sectionsOf(text: string): Sections {
+/** The sections of `text` (headings of level 2 or deeper outside fences), the first of each name. */
+export function sectionsOf(text: string): Sections {
   const { lines, openFence } = outline(text);
   const byName = new Map<string, Section>();
   // Headings still open, outermost first: a heading closes every open one of its level or deeper.

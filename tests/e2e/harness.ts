@@ -220,7 +220,7 @@ function initGitRepo(dir: string) {
   git("-c", "user.email=e2e@example.invalid", "-c", "user.name=e2e", "commit", "--quiet", "-m", "fixture");
 }
 
-function isolatedEnv(home: string, projectDir: string, tmp: string): Record<string, string> {
+export function isolatedEnv(home: string, projectDir: string, tmp: string): Record<string, string> {
   return {
     PATH: process.env["PATH"] ?? "/usr/bin:/bin",
     HOME: home,

@@ -5,6 +5,7 @@
 import { spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
+import { isolatedEnv } from "./harness.ts";
 
 const REPO_ROOT = resolve(import.meta.dir, "../..");
 const OPENCODE_BIN = join(REPO_ROOT, "node_modules/.bin/opencode");
@@ -27,34 +28,10 @@ export type Terminal = {
   close(): void;
 };
 
-/**
- * The environment the harness gives `opencode run` (tests/e2e/harness.ts, isolatedEnv, which it does
- * not export), plus a terminal type, and tmux's own socket directory under the same root.
- */
+/** The environment the harness gives `opencode run`, plus a terminal type (tmux's socket directory is under the same root). */
 function terminalEnv(projectDir: string): Record<string, string> {
   const root = dirname(projectDir);
-  const home = join(root, "home");
-  return {
-    PATH: process.env["PATH"] ?? "/usr/bin:/bin",
-    HOME: home,
-    XDG_CONFIG_HOME: join(home, ".config"),
-    XDG_DATA_HOME: join(home, ".local/share"),
-    XDG_CACHE_HOME: join(home, ".cache"),
-    XDG_STATE_HOME: join(home, ".local/state"),
-    PWD: projectDir,
-    TMPDIR: join(root, "tmp"),
-    OPENCODE_DISABLE_AUTOUPDATE: "1",
-    OPENCODE_DISABLE_MODELS_FETCH: "1",
-    OPENCODE_DISABLE_DEFAULT_PLUGINS: "1",
-    OPENCODE_DISABLE_LSP_DOWNLOAD: "1",
-    OPENCODE_DISABLE_SHARE: "1",
-    OPENCODE_DISABLE_TERMINAL_TITLE: "1",
-    HTTP_PROXY: "http://127.0.0.1:9",
-    HTTPS_PROXY: "http://127.0.0.1:9",
-    NO_PROXY: "127.0.0.1,localhost",
-    TERM: "xterm-256color",
-    LANG: "C.UTF-8",
-  };
+  return { ...isolatedEnv(join(root, "home"), projectDir, join(root, "tmp")), TERM: "xterm-256color", LANG: "C.UTF-8" };
 }
 
 /** Starts `opencode <args>` in the project directory, in a detached tmux session of WIDTH x HEIGHT. */
