@@ -667,17 +667,27 @@ export class Engine {
    * this version is removed; any other entry the read carries whole is what the conversation holds
    * of that file from now on.
    */
-  private judgeReminder(session: Session, hierarchy: Hierarchy, carrier: string, loaded: readonly string[], result: ToolResult): void {
+  private judgeReminder(session: Session, hierarchy: Ruled, carrier: string, loaded: readonly string[], result: ToolResult): void {
     const output = result.output as string;
     const drop = new Map<string, string>();
+    const unruled = this.hierarchies.get(session)?.hierarchy;
     for (const named of loaded) {
       const file = this.fileNamed(hierarchy, named);
-      if (file === undefined || !output.includes(`${HOST_MARKER}${named}\n${file.raw}`)) continue;
+      if (file === undefined) {
+        // A file the rules leave out (another agent's, overridden, manual, no match): OpenCode's copy goes too.
+        const left = unruled === undefined ? undefined : this.fileNamed(unruled, named);
+        if (left !== undefined && hierarchy.excluded.has(left.path) && output.includes(`${HOST_MARKER}${named}\n${left.raw}`)) drop.set(named, left.raw);
+        continue;
+      }
+      if (!output.includes(`${HOST_MARKER}${named}\n${file.raw}`)) continue;
       // Delivery "system" never strips: the block leaves the file out while this read output carries
       // it (a block that later had to cut it would otherwise leave the model no whole copy at all).
       const known = session.known(file.path);
       const wholeAlready = this.delivery === "stable" && known?.sha256 === file.sha256 && known.held === "whole";
-      if (wholeAlready) drop.set(named, file.raw);
+      // OpenCode copies the raw file: its frontmatter, and its imports not inlined. Stable delivery
+      // replaces such a copy by the plugin's own, appended to this same output.
+      const notAsRuled = this.delivery === "stable" && (file.source !== undefined || Object.keys(file.frontmatter).length > 0);
+      if (wholeAlready || notAsRuled) drop.set(named, file.raw);
       else session.hold(file.path, { sha256: file.sha256, held: "whole", carrier, dir: file.dir });
     }
     if (drop.size > 0) result.output = stripReminder(output, loaded, drop);

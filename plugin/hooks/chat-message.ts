@@ -19,7 +19,9 @@ export function createChatMessage(engine: Engine, log: Logger): Hook {
       .filter((part) => (part as { type?: unknown; synthetic?: unknown }).type === "text" && (part as { synthetic?: unknown }).synthetic !== true)
       .map((part) => String((part as { text?: unknown }).text ?? ""))
       .join("\n");
-    const text = await engine.userMessage(input.sessionID, message.id, typeof input.agent === "string" ? input.agent : undefined, written);
+    // `opencode run` without --agent leaves input.agent out: the message itself names the agent it resolved (a configured default_agent).
+    const agent = [input.agent, (output.message as { agent?: unknown }).agent].find((name): name is string => typeof name === "string" && name !== "");
+    const text = await engine.userMessage(input.sessionID, message.id, agent, written);
     if (text === "") return;
     const last = output.parts.reduce<string>((max, part) => {
       const id = (part as { id?: unknown }).id;
