@@ -461,7 +461,7 @@ export class Engine {
       worktree: this.store.realRoot,
       pins: [...session.pins.values()].map((pin) => this.relOf(pin.path) || "."),
     };
-    const key = `${this.store.generation}:${this.catalog?.version}:${session.version}:${session.order}:${session.heldRevision}:${session.hostPrompt?.length}:${session.agent}`;
+    const key = `${this.store.generation}:${session.ruleRevision}:${session.version}:${session.order}:${session.heldRevision}:${session.hostPrompt?.length}:${session.agent}`;
     const memo = session.recordMemo;
     const entries = session.systemEntries;
     const hostPaths = session.hostPaths;
@@ -584,12 +584,16 @@ export class Engine {
   private rule(session: Session, hierarchy: Hierarchy): Ruled {
     const catalog = this.catalog;
     const agent = session.agent ?? "build";
-    const key = `${catalog?.version}:${agent}:${session.matched.size}:${session.attached.size}:${session.pinRevision}`;
     const memo = this.ruled.get(session);
-    if (memo?.hierarchy === hierarchy && memo.key === key) return memo.ruled;
+    const base = `${catalog?.version}:${agent}:${session.matched.size}:${session.attached.size}:${session.pinRevision}`;
+    // Imported files are checked by stat: an edit of one makes the rules apply again.
+    if (memo?.hierarchy === hierarchy && memo.key === `${base}:${printOf(memo.ruled.imports)}`) return memo.ruled;
     const realOf = (path: string) => {
       const start = hierarchy.starts.get(path);
-      return start === undefined ? undefined : join(start, basename(path));
+      if (start === undefined) return undefined;
+      // A file in directories not created yet starts its walk at an existing ancestor: its path below it is kept.
+      const lexical = join(this.store.realRoot, relative(this.settings.worktree, path));
+      return isInside(lexical, start) ? lexical : join(start, basename(path));
     };
     const pinnedFiles = new Set<string>();
     const pinnedDirs = new Set<string>();
@@ -624,12 +628,13 @@ export class Engine {
       worktree: this.store.realRoot,
       warn: (file, message) => this.settings.log.once(`import:${file.sha256}:${message}`, "warn", message),
     });
-    for (const file of hierarchy.files) {
+    for (const file of [...hierarchy.files, ...extras]) {
       for (const problem of readContract(file.frontmatter).problems) {
         this.settings.log.once(`contract:${file.sha256}:${problem.key}`, "warn", describeProblem(file.rel, problem));
       }
     }
-    this.ruled.set(session, { key, hierarchy, ruled });
+    session.ruleRevision++;
+    this.ruled.set(session, { key: `${base}:${printOf(ruled.imports)}`, hierarchy, ruled });
     return ruled;
   }
 
@@ -709,7 +714,7 @@ export class Engine {
     }
     const namedAndReached = (file: FileVersion | undefined) => file !== undefined && reachedDirs.has(file.dir) && session.known(file.path)?.held === "named";
     // Nothing changed since a diff found nothing to deliver: only a file known by name in a reached directory can be due.
-    const quietKey = `${this.store.generation}:${this.catalog?.version}:${session.version}:${[...session.hostPaths].join("\n")}`;
+    const quietKey = `${this.store.generation}:${session.ruleRevision}:${session.version}:${[...session.hostPaths].join("\n")}`;
     if (quietKey === session.quietKey && session.notices.length === 0 && ![...reachedDirs].some((dir) => namedAndReached(hierarchy.byDir.get(dir)))) return "";
     if (session.stepTokensLeft < MIN_DELIVERY_TOKENS) return "";
     const updated: { file: FileVersion; tier: number }[] = [];
@@ -894,6 +899,10 @@ function withExtras(hierarchy: Hierarchy, extras: readonly FileVersion[]): Hiera
     byPath: new Map([...hierarchy.byPath, ...fresh.map((file): [string, FileVersion] => [file.path, file])]),
     chains: [...hierarchy.chains, ...fresh.map((file) => [file])],
   };
+}
+
+function printOf(paths: readonly string[]): string {
+  return paths.map(fingerprint).join("|");
 }
 
 /** What stat says of a path, to tell a change: "-" when it is not there. */

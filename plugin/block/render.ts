@@ -149,8 +149,11 @@ function compareTree(a: { dirs: string[]; name: string }, b: { dirs: string[]; n
     const order = compareStrings(a.dirs[i]!, b.dirs[i]!);
     if (order !== 0) return order;
   }
-  return a.dirs.length - b.dirs.length || compareStrings(a.name, b.name);
+  return a.dirs.length - b.dirs.length || isLocal(a.name) - isLocal(b.name) || compareStrings(a.name, b.name);
 }
+
+/** A personal `<stem>.local.md` follows the other files of its directory: it is read as their amendment. */
+const isLocal = (name: string): number => (/\.local\.md$/i.test(name) ? 1 : 0);
 
 /** Code-unit order: the same in every locale, so the block's bytes are too. */
 const compareStrings = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);

@@ -22,7 +22,7 @@ export interface FileStoreOptions {
   maxWatchedDirs: number;
   /** Bytes of directory records kept at most (least recently used evicted first). Default DEFAULT_CACHE_BYTES. */
   maxCacheBytes?: number;
-  /** Directories whose context files never load (git-ignored: node_modules, build output); local variants excepted. */
+  /** Directories whose context files never load (git-ignored: node_modules, build output). */
   isIgnored?: (dir: string) => boolean;
   /** A context file name in a watched directory changed (created, edited, deleted): the worktree catalog may care. */
   onCandidate?: (path: string) => void;
@@ -57,7 +57,7 @@ export interface DirectoryRecord {
   /** A real directory (not a symlink, not gone) when it was read. */
   readonly exists: boolean;
   readonly file: FileVersion | null;
-  /** A personal `<stem>.local.md`: it follows `file` (and loads even in an ignored directory). */
+  /** A personal `<stem>.local.md` (it may itself be git-ignored): it follows `file`. */
   readonly local: FileVersion | null;
   /** Candidates passed over, and why. */
   readonly skipped: readonly Skip[];
@@ -388,7 +388,8 @@ export class FileStore {
     let local: FileVersion | null = null;
     let racy = false;
     for (const candidate of this.candidates) {
-      if (candidate.kind === "local" ? local !== null : file !== null || ignored) continue;
+      // An ignored directory (node_modules, build output) loads nothing, not even a local variant a package might ship.
+      if (ignored || (candidate.kind === "local" ? local !== null : file !== null)) continue;
       const outcome = readContained(dir + sep + candidate.name, dir, this.realRoot, maxFileBytes);
       if (outcome.kind === "absent") continue;
       if (outcome.kind === "skip") {

@@ -42,6 +42,8 @@ export interface Ruled extends Hierarchy {
   /** Files of the hierarchy left out, and why (explain and records). */
   readonly excluded: ReadonlyMap<string, string>;
   readonly priorities: ReadonlyMap<string, Priority>;
+  /** Real paths of the files imports inlined: checked for changes by the caller. */
+  readonly imports: readonly string[];
 }
 
 /** Tiers the budget fills in order: critical and high before every closest-first tier (0, 1, ...), low after all. */
@@ -76,7 +78,8 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   // Merging goes down the chains as they load (an override's ancestors it replaces are left out).
   const chains = hierarchy.chains.map((chain) => chain.filter((file) => kept.has(file.path)));
   const bodies = new Map<string, string>();
-  for (const file of hierarchy.files) if (kept.has(file.path)) bodies.set(file.path, withImports(file, context));
+  const imports = new Set<string>();
+  for (const file of hierarchy.files) if (kept.has(file.path)) bodies.set(file.path, withImports(file, context, imports));
   const merged = mergeChains(chains.map((chain) => chain.map((file): MergeFile => ({ key: file.path, rel: file.rel, body: bodies.get(file.path)!, merge: readContract(file.frontmatter).merge }))));
   for (const [path, by] of merged.dropped) {
     kept.delete(path);
@@ -98,7 +101,7 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   const byPath = new Map(files.map((file) => [file.path, file]));
   const byDir = new Map<string, FileVersion>();
   for (const file of [...files].reverse()) byDir.set(file.dir, file);
-  return { ...hierarchy, files, tiers: order.map((item) => item.tier), byPath, byDir, modes, excluded, priorities };
+  return { ...hierarchy, files, tiers: order.map((item) => item.tier), byPath, byDir, modes, excluded, priorities, imports: [...imports] };
 }
 
 function exclusion(file: FileVersion, contract: Contract, hierarchy: Hierarchy, context: RuleContext): string | undefined {
@@ -126,10 +129,11 @@ function modeOf(file: FileVersion, contract: Contract, hierarchy: Hierarchy, con
 }
 
 /** The body with its imports inlined; the very same string when it has none. */
-function withImports(file: FileVersion, context: RuleContext): string {
+function withImports(file: FileVersion, context: RuleContext, imported: Set<string>): string {
   if (!/^@/m.test(file.body)) return file.body;
   const expansion = expandImports(file.body, file.path, context.worktree, context.read);
   for (const problem of expansion.problems) context.warn(file, problem.message);
+  for (const file of expansion.imports) imported.add(file.path);
   return expansion.text;
 }
 

@@ -185,7 +185,7 @@ function buildContract(frontmatter: Frontmatter): Contract {
   }
   const pathsApply = paths !== undefined && mode === "touched";
   if (paths !== undefined && !pathsApply) {
-    problems.push({ key: paths.key, value: paths.raw, message: `applies only to include: touched (this file is ${mode}); ignored` });
+    problems.push({ key: paths.key, value: paths.raw, message: `${show(paths.raw)} applies only to include: touched (this file is ${mode}); ignored` });
   }
   const agents = resolve(frontmatter, ["agents", "apply_to"], checkList, problems);
   const excludeAgents = resolve(frontmatter, ["exclude_agents"], checkList, problems);
