@@ -177,7 +177,7 @@ ${plugin.commit}${plugin.uncommittedChanges ? " (plugin/ also had uncommitted or
 Machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB} GiB, ${machine.os}; load average
 ${results.loadAverage.start.join(" / ")} at the start, ${results.loadAverage.end.join(" / ")} at the end.
 Versions: ${Object.entries(results.versions).map(([k, v]) => `${k} ${v}`).join(", ")}.
-Trees (seed 42): ${results.trees.map((t) => `${int(t.contextFiles)} context files in ${int(t.dirs)} dirs (${f(t.contextBytes / 1e6, 1)} MB)`).join("; ")}.
+Trees (seed 42, each a git repository as OpenCode worktrees are): ${results.trees.map((t) => `${int(t.contextFiles)} context files in ${int(t.dirs)} dirs (${f(t.contextBytes / 1e6, 1)} MB)`).join("; ")}.
 Percentiles are nearest-rank (a p99 is a time that happened); MiB = 2^20 bytes.
 
 ## Targets

@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 
-const VERSION = 5;
+const VERSION = 6;
 const DEEP_SEGMENTS = ["src", "modules", "core", "domain", "handlers", "http", "v2", "routes"];
 const COMPLETE = ".bench-complete";
 const MANIFEST = ".bench-manifest.json";
@@ -141,6 +141,11 @@ export function generateTree(files: number, seed: number): Tree {
     }
   });
   const tree: Tree = { files, root, dirs, context, deepLeaves, touchOrder: new Rng(seed + 7).shuffled(general), contextBytes };
+  // A git repository, as OpenCode's worktrees are: the plugin lists it with git ls-files, not a walk.
+  for (const args of [["init", "-q"], ["add", "-A"], ["-c", "user.email=bench@example.invalid", "-c", "user.name=bench", "commit", "-qm", "tree"]]) {
+    const git = Bun.spawnSync(["git", ...args], { cwd: root });
+    if (git.exitCode !== 0) throw new Error(`git ${args[0]} failed in ${root}: ${git.stderr.toString()}`);
+  }
   writeFileSync(join(root, MANIFEST), JSON.stringify(tree));
   writeFileSync(join(root, COMPLETE), "");
   return tree;

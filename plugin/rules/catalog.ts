@@ -26,6 +26,8 @@ export interface Entry {
   readonly rule: boolean;
 }
 
+/** Start-up reads run in slices this long at most, as the store's do. */
+const SLICE_MS = 4;
 
 /**
  * The worktree's context files that load without a touch: `always` files (and rule files with no
@@ -66,10 +68,14 @@ export class Catalog {
       options.log.once("index:failed", "warn", `worktree index: could not be built (${String(error)}); always, agent and manual files are not found`);
     }
     const catalog = new Catalog(options, index);
+    // Reads run in slices of SLICE_MS at most: building never blocks the event loop for long.
+    let sliceEnd = performance.now() + SLICE_MS;
     for (const rel of index?.files ?? []) {
+      if (performance.now() > sliceEnd) {
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        sliceEnd = performance.now() + SLICE_MS;
+      }
       catalog.consider(join(options.worktree, rel));
-      // A long listing yields to the event loop now and then: building never blocks a step for long.
-      if (catalog.entries.size % 256 === 255) await new Promise((resolve) => setTimeout(resolve, 0));
     }
     if (options.watch) catalog.watchAll(index?.files ?? []);
     return catalog;

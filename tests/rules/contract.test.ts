@@ -198,7 +198,7 @@ describe("contract: bad values give one problem naming the key and the value; th
     for (const include of ["always", "manual", "agent"]) {
       const contract = read({ include, description: "d", paths: "**/*.sql" });
       expect(contract).toMatchObject({ include, paths: undefined });
-      expect(contract.problems).toEqual([{ key: "paths", value: "**/*.sql", message: `applies only to include: touched (this file is ${include}); ignored` }]);
+      expect(contract.problems).toEqual([{ key: "paths", value: "**/*.sql", message: `"**/*.sql" applies only to include: touched (this file is ${include}); ignored` }]);
     }
   });
 
