@@ -121,6 +121,7 @@ async function explainTree(dir: string | undefined, values: TreeValues): Promise
   for (const problem of problems) console.error(`explain: ${problem}`);
 
   const engine = await Engine.create({ directory, worktree, options, log: createLogger(undefined), client: undefined });
+  engine.startCatalog();
   try {
     const session = "explain";
     // The host's own prompt, as OpenCode builds it: its chain from the session directory up.

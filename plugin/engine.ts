@@ -1,8 +1,9 @@
 import type { PluginInput } from "@opencode-ai/plugin";
-import { readFileSync, realpathSync, statSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readSync, realpathSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { compose, knownTokens, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
-import { watchNotice } from "./block/render.ts";
+import { escapeInline } from "./block/escape.ts";
+import { unloadNotice, watchNotice } from "./block/render.ts";
 import { disposeTokens } from "./block/tokens.ts";
 import type { FileVersion } from "./files/contained.ts";
 import { readContained } from "./files/contained.ts";
@@ -15,7 +16,7 @@ import { readHistory, scanMessages } from "./host/history.ts";
 import { HOST_MARKER, hostCarries, hostEntryPaths, stripReminder } from "./host/instructions.ts";
 import { toolPaths, type ToolPath } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
-import { isInside } from "./paths.ts";
+import { isInside, statPrint } from "./paths.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { applyRules, CRITICAL_TIER, type Ruled } from "./rules/apply.ts";
 import { Catalog } from "./rules/catalog.ts";
@@ -52,9 +53,14 @@ export interface ContextToolArgs {
   readonly content: string;
 }
 
+/** OpenCode's permission check, as the tool context gives it (rejects when the user or the agent's rules deny). */
+export type ContextToolAsk = (request: { permission: string; patterns: string[]; always: string[]; metadata: Record<string, unknown> }) => Promise<void>;
+
 const HISTORY_TIMEOUT_MS = 3000;
 /** Bytes of a steering file read at most per step: a TUI writes a short line per pin. */
 const MAX_STEER_READ = 64 * 1024;
+/** Files one `watch:` checks at most (each is one stat per step of the sessions that load it). */
+const MAX_WATCH_TARGETS = 256;
 /** Framing a critical file's section may cost (path, tags, a notice): generous, as its only use is to keep such files whole. */
 const CRITICAL_FRAME_TOKENS = 64;
 /** Below this many tokens left in a step, nothing more is delivered until the next step. */
@@ -73,6 +79,8 @@ export class Engine {
   private readonly hierarchies = new WeakMap<Session, { key: string; base: string; order: number; hierarchy: Hierarchy }>();
   /** The hierarchy after the rules, per session, and what it was made from. */
   private readonly ruled = new WeakMap<Session, { key: string; hierarchy: Hierarchy; ruled: Ruled }>();
+  /** Each watching contract's targets, for the index listing they were matched against. */
+  private readonly targets = new WeakMap<Contract, { files: readonly string[] | undefined; targets: readonly string[] }>();
   /** The worktree's always, agent and manual files; undefined until its index is built. */
   private catalog: Catalog | undefined;
   private catalogReady: Promise<void> | undefined;
@@ -106,10 +114,19 @@ export class Engine {
       log,
     });
     engine = new Engine(settings, store);
-    const built = engine;
-    // Built in the background: the first step waits for it (git ls-files of a large worktree takes a while).
-    built.catalogReady = Catalog.build({
-      worktree: store.realRoot,
+    return engine;
+  }
+
+  /**
+   * Builds the worktree's catalog (always, agent, manual and rule files) in the background; the first
+   * step waits for it. Called once start-up's own library loads are done, so that no task of the
+   * catalog runs into them.
+   */
+  startCatalog(): void {
+    const { options, log } = this.settings;
+    if (this.catalogReady !== undefined || this.disposed) return;
+    this.catalogReady = Catalog.build({
+      worktree: this.store.realRoot,
       fileNames: options.fileNames,
       rules: options.rules,
       maxEntries: options.maxIndexEntries,
@@ -118,12 +135,11 @@ export class Engine {
       log,
     }).then(
       (catalog) => {
-        if (built.disposed) catalog.dispose();
-        else built.catalog = catalog;
+        if (this.disposed) catalog.dispose();
+        else this.catalog = catalog;
       },
       (error: unknown) => log.once("catalog", "warn", `the worktree's always, agent and manual files are not known: ${String(error)}`),
     );
-    return built;
   }
 
   get delivery(): "stable" | "system" {
@@ -315,7 +331,7 @@ export class Engine {
    * tool call touches its directory; `update`: replaces or adds one section of a context file. The
    * answer is one text the model can act on, an error included.
    */
-  async contextTool(sessionID: string, args: ContextToolArgs): Promise<string> {
+  async contextTool(sessionID: string, args: ContextToolArgs, ask?: ContextToolAsk): Promise<string> {
     if (this.disposed) return "project_context: the plugin is shutting down";
     const session = this.sessions.get(sessionID);
     await this.restore(session);
@@ -324,20 +340,21 @@ export class Engine {
     if (typeof target === "string") return `project_context ${args.action}: ${target}`;
     if (args.action === "load") return this.load(session, target);
     if (args.action === "unload") return this.unload(session, target);
-    return this.update(target, args.section, args.content);
+    return this.update(target, args.section, args.content, ask);
   }
 
   private async list(session: Session): Promise<string> {
     const hierarchy = await this.fresh(session, true);
     const files = snapshotFiles(session, hierarchy, this.store.realRoot).map((snapshot) => describe(snapshot, this.delivery));
-    const lines = files.map((file) => `- ${file.path}: ${file.level}, ${file.mode}${file.score === undefined ? "" : ` (score ${file.score})`}, ${file.total} tokens; ${stateText(file)}`);
-    for (const [path, why] of hierarchy.excluded) lines.push(`- ${this.relOf(path)}: not loaded: ${why}`);
+    // Every name, reason and description is repository content: shown on one line, escaped.
+    const lines = files.map((file) => `- ${escapeInline(file.path)}: ${file.level}, ${file.mode}${file.score === undefined ? "" : ` (score ${file.score})`}, ${file.total} tokens; ${escapeInline(stateText(file))}`);
+    for (const [path, why] of hierarchy.excluded) lines.push(`- ${this.shownRel(path)}: not loaded: ${escapeInline(why)}`);
     for (const entry of this.catalog?.all ?? []) {
       if (hierarchy.byPath.has(entry.file.path) || hierarchy.excluded.has(entry.file.path)) continue;
       const how = entry.contract.include === "agent" ? "offered when a user message is about it" : "load it with this tool";
-      lines.push(`- ${entry.file.rel}: ${entry.contract.include}, not loaded (${how})${entry.contract.description === undefined ? "" : `: ${entry.contract.description}`}`);
+      lines.push(`- ${escapeInline(entry.file.rel)}: ${entry.contract.include}, not loaded (${how})${entry.contract.description === undefined ? "" : `: ${escapeInline(entry.contract.description)}`}`);
     }
-    const pins = [...session.pins.values()].map((pin) => this.relOf(pin.path) || ".");
+    const pins = [...session.pins.values()].map((pin) => this.shownRel(pin.path));
     return [
       `Context files of this session (worktree-relative; most important first; delivery ${this.delivery}):`,
       ...(lines.length === 0 ? ["(none)"] : lines),
@@ -346,18 +363,18 @@ export class Engine {
   }
 
   private load(session: Session, target: Target): string {
-    const rel = this.relOf(target.real) || ".";
+    const rel = this.shownRel(target.real);
     if (target.isFile && !this.isContextFile(target.real)) {
       return `project_context load: ${rel} is not a context file (${this.settings.options.fileNames.join(", ")}); load its directory to pin that directory's chain`;
     }
     session.pin({ path: target.path, isFile: target.isFile });
-    for (const [file, dir] of session.unloaded) if (file === target.real || (!target.isFile && dir === target.real)) session.unloaded.delete(file);
+    for (const [file, dir] of session.unloaded) if (file === target.real || (!target.isFile && dir === target.real)) session.reloadFile(file);
     const what = target.isFile ? rel : `the context files from ${rel} up to the worktree root`;
     return `project_context load: pinned ${what} to this session; ${this.delivery === "stable" ? "new text follows below, or arrives with the next tool output" : "in the context from the next step"}.`;
   }
 
   private async unload(session: Session, target: Target): Promise<string> {
-    const rel = this.relOf(target.real) || ".";
+    const rel = this.shownRel(target.real);
     const unpinned = session.unpin(target.path);
     const hierarchy = await this.fresh(session, true);
     const file = target.isFile ? hierarchy.byPath.get(target.real) : hierarchy.byDir.get(target.real);
@@ -365,20 +382,29 @@ export class Engine {
       return unpinned ? `project_context unload: unpinned ${rel}.` : `project_context unload: ${rel} is not in this session's context (see the list action)`;
     }
     session.unload(file.path, file.dir);
-    return `project_context unload: ${file.rel} is out of this session's context: disregard its instructions from now on. It comes back when a tool call touches ${this.relOf(file.dir) || "the worktree root"} or it is loaded again.`;
+    return `project_context unload: ${escapeInline(file.rel)} is out of this session's context: disregard its instructions from now on. It comes back when a tool call touches ${this.relOf(file.dir) === "" ? "the worktree root" : this.shownRel(file.dir)} or it is loaded again.`;
   }
 
-  private update(target: Target, section: string, content: string): string {
-    const rel = this.relOf(target.real) || ".";
+  private async update(target: Target, section: string, content: string, ask: ContextToolAsk | undefined): Promise<string> {
+    const rel = this.shownRel(target.real);
     if (!target.isFile || !this.isContextFile(target.real)) return `project_context update: ${rel} is not a context file (${this.settings.options.fileNames.join(", ")})`;
     const { maxFileBytes } = this.settings.options;
     const read = readContained(target.real, dirname(target.real), this.store.realRoot, maxFileBytes);
     if (read.kind !== "file") return `project_context update: ${rel} cannot be read${read.kind === "skip" ? ` (${read.skip.reason})` : ""}`;
     const spliced = spliceSection(read.version.raw, section, content);
-    if ("error" in spliced) return `project_context update: ${spliced.error}`;
+    if ("error" in spliced) return `project_context update: ${escapeInline(spliced.error)}`;
+    // An edit like any other: OpenCode's permission for editing this file (the plan agent, "edit": "ask") decides.
+    if (ask !== undefined) {
+      const pattern = this.relOf(target.real);
+      try {
+        await ask({ permission: "edit", patterns: [pattern], always: [pattern], metadata: { filepath: target.real } });
+      } catch (error) {
+        return `project_context update: editing ${rel} is not permitted (${escapeInline(error instanceof Error ? error.message : String(error))})`;
+      }
+    }
     const refused = replaceFile(target.real, this.store.realRoot, maxFileBytes, read.version.sha256, spliced.text);
     if (refused !== undefined) return `project_context update: ${refused}`;
-    return `project_context update: ${spliced.replaced ? "replaced" : "added"} the section "${section.trim()}" of ${rel}; the new text is in the context from the next step.`;
+    return `project_context update: ${spliced.replaced ? "replaced" : "added"} the section "${escapeInline(section.trim())}" of ${rel}; the new text is in the context from the next step.`;
   }
 
   /** A tool's path (worktree-relative or absolute), settled inside the real worktree; a string says why not. */
@@ -386,13 +412,14 @@ export class Engine {
     const given = raw.trim();
     if (given === "" || given.includes("\0") || given.length > 4096) return "path must name a file or directory of the worktree (worktree-relative or absolute)";
     const path = isAbsolute(given) ? resolve(given) : resolve(this.settings.worktree, given);
-    if (!isInside(path, this.settings.worktree)) return `${given} is outside the worktree`;
+    const shown = escapeInline(given.slice(0, 512));
+    if (!isInside(path, this.settings.worktree)) return `${shown} is outside the worktree`;
     try {
       const real = realpathSync.native(path);
-      if (!isInside(real, this.store.realRoot)) return `${given} leads outside the worktree`;
+      if (!isInside(real, this.store.realRoot)) return `${shown} leads outside the worktree`;
       return { path, real, isFile: !statSync(real).isDirectory() };
     } catch {
-      return `${given} does not exist`;
+      return `${shown} does not exist`;
     }
   }
 
@@ -418,18 +445,20 @@ export class Engine {
   private steer(session: Session): void {
     if (this.records === undefined || !isSessionId(session.id)) return;
     const path = steerPath(this.records.dir, session.id);
-    let size: number;
+    let complete: string;
     try {
-      size = statSync(path).size;
-    } catch {
+      const size = statSync(path, { throwIfNoEntry: false })?.size ?? 0;
+      if (size <= session.steerOffset) return;
+      const from = size - session.steerOffset > MAX_STEER_READ ? size - MAX_STEER_READ : session.steerOffset;
+      const bytes = readAt(path, from, size - from);
+      // Only whole lines: a line being written is applied at the next step.
+      const end = bytes.lastIndexOf(0x0a) + 1;
+      complete = bytes.subarray(0, end).toString("utf8");
+      session.steerOffset = from + end;
+    } catch (error) {
+      this.settings.log.once(`steer:${session.id}:${String(error)}`, "warn", `could not read the TUI's requests for session ${session.id}: ${String(error)}`);
       return;
     }
-    if (size <= session.steerOffset) return;
-    const from = size - session.steerOffset > MAX_STEER_READ ? size - MAX_STEER_READ : session.steerOffset;
-    const text = readFileSync(path).subarray(from, size).toString("utf8");
-    // Only whole lines: a line being written is applied at the next step.
-    const complete = text.slice(0, text.lastIndexOf("\n") + 1);
-    session.steerOffset = from + Buffer.byteLength(complete);
     for (const request of parseSteer(complete)) {
       const target = this.resolveTarget(request.path);
       if (typeof target === "string") {
@@ -438,7 +467,10 @@ export class Engine {
         if (!target.isFile || this.isContextFile(target.real)) session.pin({ path: target.path, isFile: target.isFile });
       } else if (!session.unpin(target.path)) {
         const file = this.current(session)?.[target.isFile ? "byPath" : "byDir"].get(target.real);
-        if (file !== undefined) session.unload(file.path, file.dir);
+        if (file === undefined) continue;
+        session.unload(file.path, file.dir);
+        // The model learns it as from the tool: a frozen system block may still hold the text.
+        session.notices.push(unloadNotice(file.rel));
       }
     }
   }
@@ -478,8 +510,10 @@ export class Engine {
     });
   }
 
+  /** A deleted session: its state, and its records and steering file (a session deleted is gone for explain too). */
   forget(sessionID: string): void {
     this.sessions.delete(sessionID);
+    if (isSessionId(sessionID)) this.records?.forget(sessionID);
   }
 
   async dispose(): Promise<void> {
@@ -496,6 +530,7 @@ export class Engine {
    */
   private async fresh(session: Session, ordered = false): Promise<Ruled> {
     if (this.catalogReady !== undefined) await this.catalogReady;
+    this.catalog?.refresh();
     const ruled = this.rule(session, await this.raw(session, ordered));
     this.checkWatches(session, ruled);
     return ruled;
@@ -509,19 +544,20 @@ export class Engine {
    * there then, with no old notices.
    */
   private checkWatches(session: Session, ruled: Ruled): void {
+    if (ruled.watchers.length === 0 && session.watched.size === 0) return;
     const watching = new Set<string>();
-    for (const file of ruled.files) {
+    for (const file of ruled.watchers) {
       const contract = readContract(file.frontmatter);
-      if (contract.watch.length === 0) continue;
       watching.add(file.path);
       const before = session.watched.get(file.path);
       const now = new Map<string, string>();
-      for (const rel of this.watchTargets(contract)) now.set(rel, fingerprint(join(this.store.realRoot, rel)));
+      for (const rel of this.watchTargets(contract)) now.set(rel, statPrint(join(this.store.realRoot, rel)));
       session.watched.set(file.path, now);
       if (before === undefined) continue;
       for (const [rel, print] of now) {
-        const was = before.get(rel) ?? "-";
-        if (was === print) continue;
+        // A target the glob did not name before (the watcher's own edit) is news of the watcher, not of the target.
+        const was = before.get(rel);
+        if (was === undefined || was === print) continue;
         session.notices.push(watchNotice(file.rel, rel, was === "-" ? "created" : print === "-" ? "deleted" : "changed"));
       }
       for (const [rel, was] of before) if (!now.has(rel) && was !== "-") session.notices.push(watchNotice(file.rel, rel, "deleted"));
@@ -530,11 +566,19 @@ export class Engine {
   }
 
   /** The worktree-relative files a contract's `watch` globs name: context files of the index that match, and plain paths. */
-  private watchTargets(contract: Contract): string[] {
+  private watchTargets(contract: Contract): readonly string[] {
+    const files = this.catalog?.index?.files;
+    const known = this.targets.get(contract);
+    if (known !== undefined && known.files === files) return known.targets;
     const targets = new Set<string>();
     for (const glob of contract.watch) if (!/[*?[\]{}!\\]/.test(glob)) targets.add(glob.replace(/^\.\//, ""));
-    for (const rel of this.catalog?.index?.files ?? []) if (matchesWatch(contract, rel)) targets.add(rel);
-    return [...targets].sort();
+    for (const rel of files ?? []) {
+      if (targets.size >= MAX_WATCH_TARGETS) break;
+      if (matchesWatch(contract, rel)) targets.add(rel);
+    }
+    const sorted = [...targets].sort();
+    this.targets.set(contract, { files, targets: sorted });
+    return sorted;
   }
 
   private async raw(session: Session, ordered: boolean): Promise<Hierarchy> {
@@ -640,6 +684,9 @@ export class Engine {
 
   /** An import's read: contained in the worktree at read time, its frontmatter stripped (never obeyed). */
   private readonly importRead: ImportRead = (path) => {
+    // A committed file must not pull a developer's ignored secrets (.env, keys) or git's own files into the prompt.
+    const rel = relative(this.store.realRoot, path).split(sep).join("/");
+    if (rel.split("/").includes(".git") || this.catalog?.index?.isIgnored(rel) === true) return { problem: "git-ignored files (and .git) are not imported" };
     const outcome = readContained(path, dirname(path), this.store.realRoot, this.settings.options.maxFileBytes);
     if (outcome.kind === "file") return { path: outcome.version.path, rel: outcome.version.rel, body: outcome.version.body, sha256: outcome.version.sha256 };
     return { problem: outcome.kind === "skip" ? outcome.skip.reason : "no such file" };
@@ -734,7 +781,11 @@ export class Engine {
       if (!hierarchy.byPath.has(path) && hierarchy.dirSet.has(known.dir)) deleted.push(path);
     }
     // Priority: what the model holds stale, then this call's chain closest first, then anything else new.
-    const items = [...updated, ...reachedNow.map((item) => ({ ...item, tier: 1 })).sort((a, b) => depth(b.file.dir) - depth(a.file.dir)), ...others];
+    const ordered = [...updated, ...reachedNow.map((item) => ({ ...item, tier: 1 })).sort((a, b) => depth(b.file.dir) - depth(a.file.dir)), ...others];
+    // `priority: critical` files keep their tier here too: never cut, first (see budgetFor).
+    const critical = new Set<string>();
+    hierarchy.files.forEach((file, i) => hierarchy.tiers[i] === CRITICAL_TIER && critical.add(file.path));
+    const items = critical.size === 0 ? ordered : ordered.map((item) => (critical.has(item.file.path) ? { ...item, tier: CRITICAL_TIER } : item)).sort((a, b) => (a.tier === CRITICAL_TIER ? 0 : 1) - (b.tier === CRITICAL_TIER ? 0 : 1));
     const notices = session.notices;
     if (items.length === 0 && deleted.length === 0 && notices.length === 0) {
       session.quietKey = quietKey;
@@ -805,6 +856,11 @@ export class Engine {
 
   private relOf(path: string): string {
     return relative(this.store.realRoot, path);
+  }
+
+  /** A worktree path as the tool's text shows it: one line, no tag or host marker (file names are repository content). */
+  private shownRel(path: string): string {
+    return escapeInline(this.relOf(path) || ".");
   }
 
   /**
@@ -902,18 +958,22 @@ function withExtras(hierarchy: Hierarchy, extras: readonly FileVersion[]): Hiera
 }
 
 function printOf(paths: readonly string[]): string {
-  return paths.map(fingerprint).join("|");
+  return paths.map(statPrint).join("|");
 }
 
-/** What stat says of a path, to tell a change: "-" when it is not there. */
-function fingerprint(path: string): string {
+/** `length` bytes of a regular file from `from`, without following a symlink or blocking on a FIFO. */
+function readAt(path: string, from: number, length: number): Buffer {
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   try {
-    const info = statSync(path, { throwIfNoEntry: false });
-    return info === undefined ? "-" : `${info.ino}:${info.size}:${info.mtimeMs}:${info.ctimeMs}`;
-  } catch {
-    return "-";
+    if (!fstatSync(fd).isFile()) throw new Error("not a regular file");
+    const buffer = Buffer.alloc(length);
+    const read = readSync(fd, buffer, 0, length, from);
+    return buffer.subarray(0, read);
+  } finally {
+    closeSync(fd);
   }
 }
+
 
 function entriesByPath(composed: Composed): Map<string, Composed["entries"][number]> {
   return new Map(composed.entries.map((entry) => [entry.key, entry]));

@@ -41,6 +41,7 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
     const engine = await Engine.create({ directory, worktree, options, log, client: input.client });
     log.log("info", `project-context ${VERSION} started: worktree ${worktree}, delivery ${options.delivery}, watcher ${options.watch ? "on" : "off"}, records ${engine.records?.dir ?? "off"}`);
     await warmUp(log);
+    engine.startCatalog();
     return {
       "tool.execute.before": createToolBefore(engine, log),
       "tool.execute.after": createToolAfter(engine, log),

@@ -1,6 +1,17 @@
+import { statSync } from "node:fs";
 import { sep } from "node:path";
 
 /** Lexical containment: `path` is `root` or below it. Symlinks are settled on real paths, at read time. */
 export function isInside(path: string, root: string): boolean {
   return path === root || path.startsWith(root.endsWith(sep) ? root : root + sep);
+}
+
+/** What stat says of a path (identity, size, times), to tell a change; "-" when it is not there. */
+export function statPrint(path: string): string {
+  try {
+    const info = statSync(path, { throwIfNoEntry: false });
+    return info === undefined ? "-" : `${info.ino}:${info.size}:${info.mtimeMs}:${info.ctimeMs}`;
+  } catch {
+    return "-";
+  }
 }

@@ -100,11 +100,16 @@ export async function compose(
   }
 }
 
+/** Each version's bound, once: a record of a 2,000-file hierarchy must not remake 2,000 docs. */
+const bounds = new WeakMap<FileVersion, number>();
+
 /** The file's tokens without waiting for the tokenizer: exact where counted, else the provable bound (records, lists). */
 export function knownTokens(file: FileVersion): { tokens: number; exact: boolean } {
   const known = counts.get(file);
   if (known !== undefined) return { tokens: known.reduce((sum, count) => sum + count, 0), exact: true };
-  return { tokens: docOf(file).units.reduce((sum, unit) => sum + unitBound(unit), 0), exact: false };
+  let bound = bounds.get(file);
+  if (bound === undefined) bounds.set(file, (bound = docOf(file).units.reduce((sum, unit) => sum + unitBound(unit), 0)));
+  return { tokens: bound, exact: false };
 }
 
 function contentTokens(item: PlanItem, units: number): number {

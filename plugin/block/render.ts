@@ -36,6 +36,9 @@ export const cutTail = (rel: string, leftOut: number, line: number, endsLine: bo
 
 export const deletedNotice = (rel: string) => `[${escapeInline(rel)} no longer applies (deleted, moved or replaced); disregard its instructions]\n`;
 
+/** A file the user took out of the session's context (the TUI's unpin). */
+export const unloadNotice = (rel: string) => `[${escapeInline(rel)} was taken out of this session's context by the user: disregard its instructions]\n`;
+
 /** A file a loaded context file keeps an eye on (`watch:` in its frontmatter) changed. */
 export const watchNotice = (watcher: string, target: string, change: "created" | "changed" | "deleted") =>
   `[${escapeInline(target)} was ${change}; ${escapeInline(watcher)} keeps an eye on it (watch): its instructions may need a review]\n`;

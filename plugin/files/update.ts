@@ -1,8 +1,9 @@
 import { randomBytes } from "node:crypto";
-import { closeSync, constants, fchmodSync, fsyncSync, openSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, constants, fchmodSync, fsyncSync, openSync, readlinkSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { parseFrontmatter } from "./frontmatter.ts";
 import { outline, sectionName, sectionsOf } from "../rules/merge.ts";
+import { isInside } from "../paths.ts";
 import { readContained } from "./contained.ts";
 
 /** A section's new text spliced into a context file's text, or why it cannot be. */
@@ -17,14 +18,25 @@ const MAX_SECTION_TITLE = 200;
  * (it would end the section it is meant to fill, and change the file's structure unseen).
  */
 export function spliceSection(raw: string, title: string, content: string): Splice {
+  const spliced = splice(raw, title, content);
+  // Whatever the content, the frontmatter stays what it was (and none appears where there was none).
+  if ("text" in spliced && JSON.stringify(parseFrontmatter(spliced.text).frontmatter) !== JSON.stringify(parseFrontmatter(raw).frontmatter)) {
+    return { error: "the result would change the file's frontmatter, which this tool never edits" };
+  }
+  return spliced;
+}
+
+function splice(raw: string, title: string, content: string): Splice {
   const wanted = title.trim();
   if (wanted === "" || wanted.length > MAX_SECTION_TITLE || /[\r\n]/.test(wanted)) return { error: `section must be one line of 1-${MAX_SECTION_TITLE} characters (a heading's text, without the #s)` };
   const { body } = parseFrontmatter(raw);
   const head = raw.endsWith(body) ? raw.slice(0, raw.length - body.length) : "";
   const found = sectionsOf(body).byName.get(sectionName(`# ${wanted}`));
   const level = found?.level ?? 2;
-  const opening = outline(content).lines.find((line) => line.level > 0 && line.level <= level);
+  const shape = outline(content);
+  const opening = shape.lines.find((line) => line.level > 0 && line.level <= level);
   if (opening !== undefined) return { error: `content opens the section "${content.slice(opening.start, opening.end).trim()}" of the same or a higher level; update one section at a time` };
+  if (shape.openFence !== undefined) return { error: "content leaves a code fence open (it would swallow the sections after it); close it" };
   const text = content === "" || content.endsWith("\n") ? content : `${content}\n`;
   if (found === undefined) {
     const separator = body === "" || body.endsWith("\n\n") ? "" : body.endsWith("\n") ? "\n" : "\n\n";
@@ -51,6 +63,8 @@ export function replaceFile(path: string, realRoot: string, maxFileBytes: number
   const temporary = join(dir, `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
   const fd = openSync(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
   try {
+    // A directory swapped for a symlink since the read: the file made must still be inside the worktree.
+    if (process.platform === "linux" && !isInside(readlinkSync(`/proc/self/fd/${fd}`), realRoot)) throw new Error("the directory moved outside the worktree");
     writeSync(fd, text);
     fchmodSync(fd, mode);
     fsyncSync(fd);

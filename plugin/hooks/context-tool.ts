@@ -1,5 +1,5 @@
 import type { ToolDefinition } from "@opencode-ai/plugin";
-import type { ContextToolArgs, Engine } from "../engine.ts";
+import type { ContextToolArgs, ContextToolAsk, Engine } from "../engine.ts";
 import type { Logger } from "../log.ts";
 
 const ACTIONS = ["list", "load", "unload", "update"] as const;
@@ -26,12 +26,13 @@ export function createContextTool(engine: Engine, log: Logger): ToolDefinition {
       section: text('update: the heading text of the section, without the #s ("" otherwise)'),
       content: text('update: the new body of the section, without its heading line ("" otherwise)'),
     } as unknown as ToolDefinition["args"],
-    async execute(args: unknown, context: { sessionID?: unknown }): Promise<string> {
+    async execute(args: unknown, context: { sessionID?: unknown; ask?: unknown }): Promise<string> {
       const checked = checkArgs(args);
       if (typeof checked === "string") return `project_context: ${checked}`;
       if (typeof context?.sessionID !== "string") return "project_context: no session";
       try {
-        return await engine.contextTool(context.sessionID, checked);
+        const ask = typeof context.ask === "function" ? (context.ask.bind(context) as ContextToolAsk) : undefined;
+        return await engine.contextTool(context.sessionID, checked, ask);
       } catch (error) {
         const message = error instanceof Error ? error.message : String(error);
         log.once(`project_context:${message}`, "error", `project_context ${checked.action} failed: ${message}`);

@@ -5,6 +5,9 @@ import { SYSTEM_CARRIER, type Known, type Session } from "../session/session.ts"
 import type { RenderedEntry } from "../block/render.ts";
 import type { FileRecord } from "./format.ts";
 
+const TOUCHED: Mode = Object.freeze({ mode: "touched" });
+const MANUAL: Mode = Object.freeze({ mode: "manual" });
+
 /** What one file's line of a record is made from, taken at the step (all immutable values). */
 export interface FileSnapshot {
   readonly file: FileVersion;
@@ -24,7 +27,7 @@ export function snapshotFiles(session: Session, hierarchy: Ruled, realRoot: stri
     entry: session.systemEntries.get(file.path),
     host: session.hostPaths.has(file.path),
     unloaded: session.unloaded.has(file.path),
-    mode: hierarchy.modes.get(file.path) ?? { mode: "touched" },
+    mode: hierarchy.modes.get(file.path) ?? (hierarchy.manual.has(file.path) ? MANUAL : TOUCHED),
     level: file.dir === realRoot ? "root" : hierarchy.closest.has(file.path) ? "direct" : "parent",
   }));
 }

@@ -1,6 +1,6 @@
-import { appendFile, mkdir, rename, stat } from "node:fs/promises";
+import { appendFile, mkdir, rename, rm, stat } from "node:fs/promises";
 import type { Logger } from "../log.ts";
-import { MAX_RECORDS_BYTES, recordsPath } from "./format.ts";
+import { MAX_RECORDS_BYTES, recordsPath, steerPath } from "./format.ts";
 
 /** Lines waiting at most; past it (a stalled disk) the oldest wait is given up, with one warning. */
 const MAX_PENDING = 1024;
@@ -12,7 +12,10 @@ const MAX_PENDING = 1024;
  * renamed to `<id>.1.jsonl` (the previous one replaced): a session keeps at most twice that.
  */
 export class RecordsWriter {
-  private readonly pending: { session: string; line: () => string }[] = [];
+  /** A line to write, or (no line) a deleted session's files to remove. */
+  private readonly pending: { session: string; line?: () => string }[] = [];
+  /** Sessions deleted lately: a step still in flight must not write their file again. */
+  private readonly forgotten = new Set<string>();
   /** The task writing the queue, while there is one. */
   private draining: Promise<void> | undefined;
   private readonly sizes = new Map<string, number>();
@@ -25,13 +28,23 @@ export class RecordsWriter {
   ) {}
 
   append(session: string, line: () => string): void {
-    if (this.closed) return;
+    if (this.closed || this.forgotten.has(session)) return;
     if (this.pending.length >= MAX_PENDING) {
       this.pending.shift();
       this.log.once("records:overflow", "warn", `records: the disk does not keep up, older records were dropped (${this.dir})`);
     }
     this.pending.push({ session, line });
     // A timer, not a microtask: the step this record describes finishes first.
+    this.draining ??= new Promise<void>((resolve) => setTimeout(resolve, 0)).then(() => this.drain());
+  }
+
+  /** A deleted session: its queued lines are dropped and its records and steering file removed. */
+  forget(session: string): void {
+    if (this.closed) return;
+    for (let i = this.pending.length - 1; i >= 0; i--) if (this.pending[i]!.session === session) this.pending.splice(i, 1);
+    if (this.forgotten.size >= 1024) this.forgotten.delete(this.forgotten.values().next().value!);
+    this.forgotten.add(session);
+    this.pending.push({ session });
     this.draining ??= new Promise<void>((resolve) => setTimeout(resolve, 0)).then(() => this.drain());
   }
 
@@ -50,7 +63,8 @@ export class RecordsWriter {
       while (this.pending.length > 0) {
         const { session, line } = this.pending.shift()!;
         try {
-          await this.write(session, `${line()}\n`);
+          if (line === undefined) await this.remove(session);
+          else await this.write(session, `${line()}\n`);
         } catch (error) {
           this.log.once(`records:${String(error)}`, "warn", `records: could not write a record of session ${session} to ${this.dir}: ${String(error)}`);
         }
@@ -58,6 +72,11 @@ export class RecordsWriter {
     } finally {
       this.draining = undefined;
     }
+  }
+
+  private async remove(session: string): Promise<void> {
+    this.sizes.delete(session);
+    await Promise.all([recordsPath(this.dir, session), recordsPath(this.dir, session, true), steerPath(this.dir, session)].map((path) => rm(path, { force: true })));
   }
 
   private async write(session: string, text: string): Promise<void> {

@@ -3,7 +3,7 @@ import { relative, sep } from "node:path";
 import type { FileVersion } from "../files/contained.ts";
 import type { IncludeMode } from "../records/format.ts";
 import type { Hierarchy } from "../session/hierarchy.ts";
-import { appliesToAgent, matchesPaths, readContract, type Contract, type Priority } from "./contract.ts";
+import { appliesToAgent, DEFAULT_CONTRACT, matchesPaths, readContract, type Contract, type Priority } from "./contract.ts";
 import { expandImports, type ImportRead } from "./imports.ts";
 import { mergeChains, type MergeFile } from "./merge.ts";
 
@@ -44,7 +44,13 @@ export interface Ruled extends Hierarchy {
   readonly priorities: ReadonlyMap<string, Priority>;
   /** Real paths of the files imports inlined: checked for changes by the caller. */
   readonly imports: readonly string[];
+  /** Files that load and keep an eye on others (`watch:`). */
+  readonly watchers: readonly FileVersion[];
 }
+
+const NO_MODES: ReadonlyMap<string, Mode> = new Map();
+const NO_REASONS: ReadonlyMap<string, string> = new Map();
+const NO_PRIORITIES: ReadonlyMap<string, Priority> = new Map();
 
 /** Tiers the budget fills in order: critical and high before every closest-first tier (0, 1, ...), low after all. */
 export const CRITICAL_TIER = -2;
@@ -59,6 +65,10 @@ const TIER_OF: Record<Exclude<Priority, "normal">, number> = { critical: CRITICA
  * keeps the version on disk.
  */
 export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
+  // The common case, a hierarchy of plain files touched: nothing to decide, nothing to copy (a
+  // 2,000-file hierarchy is ruled again at every new touch).
+  const plain = context.always.size === 0 && context.attached.size === 0 && hierarchy.files.every((file) => readContract(file.frontmatter) === DEFAULT_CONTRACT && !hasImports(file));
+  if (plain) return { ...hierarchy, modes: NO_MODES, excluded: NO_REASONS, priorities: NO_PRIORITIES, imports: [], watchers: [] };
   const excluded = new Map<string, string>();
   const modes = new Map<string, Mode>();
   const priorities = new Map<string, Priority>();
@@ -79,7 +89,9 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   const chains = hierarchy.chains.map((chain) => chain.filter((file) => kept.has(file.path)));
   const bodies = new Map<string, string>();
   const imports = new Set<string>();
-  for (const file of hierarchy.files) if (kept.has(file.path)) bodies.set(file.path, withImports(file, context, imports));
+  // Each file once in the block: a context file of the hierarchy, or a file imported already, stays an import line.
+  const seen = new Set(hierarchy.files.map((file) => file.path));
+  for (const file of hierarchy.files) if (kept.has(file.path)) bodies.set(file.path, withImports(file, context, imports, seen));
   const merged = mergeChains(chains.map((chain) => chain.map((file): MergeFile => ({ key: file.path, rel: file.rel, body: bodies.get(file.path)!, merge: readContract(file.frontmatter).merge }))));
   for (const [path, by] of merged.dropped) {
     kept.delete(path);
@@ -101,7 +113,8 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   const byPath = new Map(files.map((file) => [file.path, file]));
   const byDir = new Map<string, FileVersion>();
   for (const file of [...files].reverse()) byDir.set(file.dir, file);
-  return { ...hierarchy, files, tiers: order.map((item) => item.tier), byPath, byDir, modes, excluded, priorities, imports: [...imports] };
+  const watchers = files.filter((file) => readContract(file.frontmatter).watch.length > 0);
+  return { ...hierarchy, files, tiers: order.map((item) => item.tier), byPath, byDir, modes, excluded, priorities, imports: [...imports], watchers };
 }
 
 function exclusion(file: FileVersion, contract: Contract, hierarchy: Hierarchy, context: RuleContext): string | undefined {
@@ -129,9 +142,18 @@ function modeOf(file: FileVersion, contract: Contract, hierarchy: Hierarchy, con
 }
 
 /** The body with its imports inlined; the very same string when it has none. */
-function withImports(file: FileVersion, context: RuleContext, imported: Set<string>): string {
-  if (!/^@/m.test(file.body)) return file.body;
-  const expansion = expandImports(file.body, file.path, context.worktree, context.read);
+/** Whether a version has a line starting with `@` (an import, maybe): found once per version. */
+const importing = new WeakMap<FileVersion, boolean>();
+
+function hasImports(file: FileVersion): boolean {
+  let found = importing.get(file);
+  if (found === undefined) importing.set(file, (found = /^@/m.test(file.body)));
+  return found;
+}
+
+function withImports(file: FileVersion, context: RuleContext, imported: Set<string>, seen: Set<string>): string {
+  if (!hasImports(file)) return file.body;
+  const expansion = expandImports(file.body, file.path, context.worktree, context.read, seen);
   for (const problem of expansion.problems) context.warn(file, problem.message);
   for (const file of expansion.imports) imported.add(file.path);
   return expansion.text;

@@ -4,6 +4,7 @@ import type { FileVersion } from "../files/contained.ts";
 import { readContained } from "../files/contained.ts";
 import { buildWorktreeIndex, contextNamesOf, type WorktreeIndex } from "../files/worktree-index.ts";
 import type { Logger } from "../log.ts";
+import { statPrint } from "../paths.ts";
 import { readContract, type Contract } from "./contract.ts";
 import { AgentRanker, headingsOf, type AgentDoc, type Ranked } from "./rank.ts";
 
@@ -24,6 +25,8 @@ export interface Entry {
   readonly contract: Contract;
   /** Found by the `rules` globs (not a context file name): its `paths` are worktree-relative. */
   readonly rule: boolean;
+  /** What stat said of the file when it was read. */
+  readonly print: string;
 }
 
 /** Start-up reads run in slices this long at most, as the store's do. */
@@ -115,6 +118,14 @@ export class Catalog {
     this.consider(path);
   }
 
+  /**
+   * Entries whose file stat says changed since it was read are read again: run before each step's
+   * work, so an edit saved before it is in it whatever the watches did (entries are few).
+   */
+  refresh(): void {
+    for (const [path, entry] of this.entries) if (statPrint(path) !== entry.print) this.consider(path);
+  }
+
   dispose(): void {
     this.disposed = true;
     for (const watcher of this.watchers.values()) watcher.close();
@@ -125,7 +136,8 @@ export class Catalog {
   private consider(path: string): void {
     const before = this.entries.get(path);
     const entry = this.read(path);
-    if (entry?.file.sha256 === before?.file.sha256 && entry?.contract === before?.contract) return;
+    // Same bytes, same entry: an event on an unchanged file re-rules no session.
+    if (entry?.file.sha256 === before?.file.sha256 && entry?.file.path === before?.file.path) return;
     if (entry === undefined) this.entries.delete(path);
     else this.entries.set(path, entry);
     this.ranker = undefined;
@@ -145,7 +157,7 @@ export class Catalog {
     if (rule && !("include" in outcome.version.frontmatter)) contract = { ...contract, include: "always" };
     if (contract.include === "touched") return undefined;
     if (this.options.watch) this.watchDir(dirname(path));
-    return { file: outcome.version, contract, rule };
+    return { file: outcome.version, contract, rule, print: statPrint(path) };
   }
 
   private startsWithFrontmatter(path: string): boolean {

@@ -118,10 +118,16 @@ export class Session {
     return true;
   }
 
+  /** Takes a file out: the conversation is taken as not holding it, so it is sent again when it comes back. */
   unload(file: string, dir: string): void {
     this.unloaded.set(file, dir);
     this.touchedSinceUnload = [];
+    this.drop(file);
     this.heldRevision++;
+  }
+
+  reloadFile(file: string): void {
+    if (this.unloaded.delete(file)) this.heldRevision++;
   }
 
   /** Gives back unloaded files whose directory a touch since reached (`startOf` gives a touch's real directory). */
@@ -129,12 +135,7 @@ export class Session {
     if (this.touchedSinceUnload.length === 0) return;
     const reached = new Set(this.touchedSinceUnload.map(startOf));
     this.touchedSinceUnload = [];
-    for (const [file, dir] of this.unloaded) {
-      if (reached.has(dir)) {
-        this.unloaded.delete(file);
-        this.heldRevision++;
-      }
-    }
+    for (const [file, dir] of this.unloaded) if (reached.has(dir)) this.reloadFile(file);
   }
 
   touch(paths: readonly ToolPath[]): void {
