@@ -387,9 +387,11 @@ export class FileStore {
     let file: FileVersion | null = null;
     let local: FileVersion | null = null;
     let racy = false;
-    for (const candidate of this.candidates) {
+    // The signature's stat of each name, in candidate order: a name it found absent is not opened (most are).
+    const stats = signature.split("|").slice(1);
+    for (const [i, candidate] of this.candidates.entries()) {
       // An ignored directory (node_modules, build output) loads nothing, not even a local variant a package might ship.
-      if (ignored || (candidate.kind === "local" ? local !== null : file !== null)) continue;
+      if (ignored || stats[i] === "-" || (candidate.kind === "local" ? local !== null : file !== null)) continue;
       const outcome = readContained(dir + sep + candidate.name, dir, this.realRoot, maxFileBytes);
       if (outcome.kind === "absent") continue;
       if (outcome.kind === "skip") {

@@ -75,7 +75,7 @@ const MAX_GLOBSTARS = 3;
 /** Directories the walk reads at once. */
 const WALK_CONCURRENCY = 16;
 /** Verdicts remembered per index; past it they are forgotten together (each is cheap to compute again). */
-const MAX_VERDICTS = 65_536;
+const MAX_VERDICTS = 8_192;
 /**
  * What a name that is not valid UTF-8 decodes to: such a file cannot be opened through a JS string,
  * so a path holding it is passed over (by git and the walk alike; a real U+FFFD in a name is lost too).
@@ -334,6 +334,29 @@ class Budget {
 }
 
 /**
+ * Pathspecs that keep git's listing to what may be a candidate (every context file name, .gitignore
+ * files, and the literal directory each rules glob starts with): a worktree of 30,000 files lists a
+ * few thousand names, not megabytes of paths. Undefined when a rules glob has no literal directory
+ * (`**\/*.md`): then everything is listed and classified here.
+ */
+function candidatePathspecs(options: IndexOptions): string[] | undefined {
+  const names = contextNamesOf(options.fileNames);
+  const specs = [...names.base, ...names.override, ...names.local, ".gitignore"].map((name) => `:(glob)**/${escapeWildmatch(name)}`);
+  for (const glob of options.rules) {
+    const literal: string[] = [];
+    for (const segment of glob.split("/")) {
+      if (/[*?[\]{}()!+@\\]/.test(segment)) break;
+      literal.push(segment);
+    }
+    // A glob whose every segment is literal names one file; its directory is what is listed.
+    if (literal.length === glob.split("/").length) literal.pop();
+    if (literal.length === 0) return undefined;
+    specs.push(`:(glob)${escapeWildmatch(literal.join("/"))}/**`);
+  }
+  return specs;
+}
+
+/**
  * The git listing, or undefined when git is absent, fails, or is too slow (the walk is used then).
  * All of git's commands run at once; paths stream in (a monorepo lists hundreds of thousands).
  */
@@ -359,11 +382,12 @@ async function listWithGit(
   };
   // Pathspecs are relative to the worktree (git's cwd); glob magic so `**/` crosses directories.
   const ignoredPathspecs = [...localNames, ".gitignore"].map((name) => `:(glob)**/${escapeWildmatch(name)}`);
+  const listedPathspecs = candidatePathspecs(options);
   const [layout, excludesFile, ignoreCase, tracked, ignored] = await Promise.all([
     git.output(["rev-parse", "--show-toplevel", "--show-prefix", "--git-path", "info/exclude"]),
     git.output(["config", "--get", "--type=path", "core.excludesFile"]),
     git.output(["config", "--get", "--type=bool", "core.ignoreCase"]),
-    git.list(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], budget, take),
+    git.list(["ls-files", "-z", "--cached", "--others", "--exclude-standard", ...(listedPathspecs === undefined ? [] : ["--", ...listedPathspecs])], budget, take),
     // Local variants are usually ignored, and a .gitignore may ignore itself (`*` in .venv/.gitignore) yet
     // applies: both are asked for among ignored files. --directory keeps git out of ignored directories.
     git.list(["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory", "--", ...ignoredPathspecs], budget, take),

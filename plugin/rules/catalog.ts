@@ -29,6 +29,8 @@ export interface Entry {
   readonly print: string;
 }
 
+/** Bytes of a context file read to learn its include mode (frontmatter is a file's first lines). */
+const HEAD_BYTES = 4096;
 /** Start-up reads run in slices this long at most, as the store's do. */
 const SLICE_MS = 4;
 
@@ -148,9 +150,18 @@ export class Catalog {
     const rel = relative(this.options.worktree, path).split(sep).join("/");
     if (this.index !== undefined && !this.index.mayLoad(rel)) return undefined;
     const rule = !this.names.has(basename(path));
-    // Only a file that starts with frontmatter can say anything but `touched`: the others cost a 4-byte read.
+    // Only a file that starts with frontmatter can say anything but `touched`: the others cost a 3-byte
+    // read, and a file with frontmatter a read of its head, until its mode says it is one of ours.
     if (!rule && !this.startsWithFrontmatter(path)) return undefined;
-    const outcome = readContained(path, dirname(path), this.options.worktree, this.options.maxFileBytes);
+    const dir = dirname(path);
+    if (!rule) {
+      const head = readContained(path, dir, this.options.worktree, HEAD_BYTES);
+      if (head.kind !== "file") return undefined;
+      // The head tells when it holds the whole file, or a whole frontmatter block; else the file is read whole.
+      const told = !head.version.truncated || Object.keys(head.version.frontmatter).length > 0;
+      if (told && readContract(head.version.frontmatter).include === "touched") return undefined;
+    }
+    const outcome = readContained(path, dir, this.options.worktree, this.options.maxFileBytes);
     if (outcome.kind !== "file") return undefined;
     let contract = readContract(outcome.version.frontmatter);
     // A rule file that does not say how it loads applies always (where its paths match, if it has some).
