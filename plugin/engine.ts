@@ -884,6 +884,8 @@ export class Engine {
     try {
       const response = await Promise.race([messages.call(this.settings.client!.session, { path: { id: session.id } }), timeout]);
       const history = readHistory((response as { data?: unknown } | undefined)?.data);
+      // Before its first user message in this process, a restored session is its latest message's agent's.
+      if (history.agent !== undefined) session.agent ??= history.agent;
       if (history.calls.length === 0) return;
       const touches = (calls: typeof history.calls) =>
         calls.flatMap((call) => (call.tool === CONTEXT_TOOL ? [] : toolPaths(call.tool, call.input, this.settings.directory, this.settings.worktree)));

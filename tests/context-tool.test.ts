@@ -340,3 +340,19 @@ test("stable delivery: a priority: critical file rides whole on the tool output 
   expect(output).not.toContain("[cut to fit the budget");
   expect(plugin.logs.some((entry) => entry.level === "warn" && entry.message.includes("priority: critical files (services/api/AGENTS.md)"))).toBe(true);
 });
+
+test("a restored session (no user message in this process yet) goes by the agent of its latest user message", async () => {
+  const history = [
+    { info: { id: "msg_1", role: "user", sessionID: "ses_rp", agent: "plan" }, parts: [{ type: "text", text: "look at the api" }] },
+    {
+      info: { id: "msg_2", role: "assistant", sessionID: "ses_rp" },
+      parts: [{ type: "tool", callID: "c1", tool: "read", state: { status: "completed", input: { filePath: "services/api/src/x.ts" }, output: "x", time: { start: 1, end: 2 } } }],
+    },
+  ];
+  await using setup = await withRecords({ delivery: "system" }, history);
+  const { plugin } = setup;
+  await writeFile(join(plugin.root, "services/api/AGENTS.md"), "---\nagents: [build]\n---\nBUILD-ONLY-API\n");
+  expect(await plugin.step("ses_rp")).not.toContain("BUILD-ONLY-API");
+  await plugin.hooks["chat.message"]!({ sessionID: "ses_rp", agent: "build" } as never, { message: { id: "msg_3" }, parts: [] } as never);
+  expect(await plugin.step("ses_rp")).toContain("BUILD-ONLY-API");
+});

@@ -24,6 +24,8 @@ export interface History {
   readonly compactedCalls: number;
   /** Tool outputs and user texts after the last compaction that the model still gets. */
   readonly carried: readonly CarriedText[];
+  /** The agent of the latest user message (what `agents:` rules go by), if it names one. */
+  readonly agent?: string;
 }
 
 interface PartShape {
@@ -34,7 +36,7 @@ interface PartShape {
   state?: { status?: unknown; input?: unknown; output?: unknown; metadata?: { loaded?: unknown }; time?: { compacted?: unknown } };
 }
 interface MessageShape {
-  info?: { id?: unknown; role?: unknown; sessionID?: unknown; summary?: unknown };
+  info?: { id?: unknown; role?: unknown; sessionID?: unknown; summary?: unknown; agent?: unknown };
   parts?: unknown;
 }
 
@@ -42,7 +44,9 @@ export function readHistory(messages: unknown): History {
   const calls: ToolCall[] = [];
   let carried: CarriedText[] = [];
   let compactedCalls = 0;
+  let agent: string | undefined;
   for (const message of asArray(messages) as MessageShape[]) {
+    if (message?.info?.role === "user" && typeof message.info.agent === "string" && message.info.agent !== "") agent = message.info.agent;
     const parts = asArray(message?.parts) as PartShape[];
     // A compaction request (a `compaction` part) or its summary ends what the model still sees verbatim.
     if (message?.info?.summary === true || parts.some((part) => part?.type === "compaction")) {
@@ -63,7 +67,7 @@ export function readHistory(messages: unknown): History {
       }
     }
   }
-  return { calls, compactedCalls, carried };
+  return { calls, compactedCalls, carried, ...(agent === undefined ? {} : { agent }) };
 }
 
 /** What the messages about to be sent say of one session. */
