@@ -9,12 +9,12 @@ import type { FileVersion } from "./files/contained.ts";
 import { readContained } from "./files/contained.ts";
 import { FileStore } from "./files/store.ts";
 import { replaceFile, spliceSection } from "./files/update.ts";
-import { describe, snapshotFiles } from "./records/describe.ts";
+import { describe, describeJson, sameFile, snapshotFiles, type FileSnapshot } from "./records/describe.ts";
 import { defaultRecordsDir, isSessionId, parseSteer, RECORDS_VERSION, steerPath, type FileRecord } from "./records/format.ts";
 import { RecordsWriter } from "./records/writer.ts";
 import { readHistory, scanMessages } from "./host/history.ts";
 import { HOST_MARKER, hostCarries, hostEntryPaths, stripReminder } from "./host/instructions.ts";
-import { toolPaths, type ToolPath } from "./host/tool-paths.ts";
+import { toolPaths } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
 import { isInside, statPrint } from "./paths.ts";
 import type { ResolvedOptions } from "./options.ts";
@@ -493,17 +493,16 @@ export class Engine {
       worktree: this.store.realRoot,
       pins: [...session.pins.values()].map((pin) => this.relOf(pin.path) || "."),
     };
-    const key = `${this.store.generation}:${session.ruleRevision}:${session.version}:${session.order}:${session.heldRevision}:${session.hostPrompt?.length}:${session.agent}`;
-    const memo = session.recordMemo;
-    const entries = session.systemEntries;
-    const hostPaths = session.hostPaths;
-    const snapshot = memo?.key === key && memo.entries === entries && memo.hostPaths === hostPaths ? undefined : snapshotFiles(session, hierarchy, this.store.realRoot);
+    // The files' part is made again only when some file's version, state or mode changed: a step
+    // that changed none (the common case) reuses the last one. References only, compared one by one.
+    const snapshot = snapshotFiles(session, hierarchy, this.store.realRoot);
     const delivery = this.delivery;
     records.append(session.id, () => {
-      let files = session.recordMemo?.key === key && snapshot === undefined ? session.recordMemo.files : undefined;
+      const memo = session.recordMemo;
+      let files = memo !== undefined && sameSnapshot(memo.snapshot, snapshot) ? memo.files : undefined;
       if (files === undefined) {
-        files = JSON.stringify((snapshot ?? snapshotFiles(session, hierarchy, this.store.realRoot)).map((file): FileRecord => describe(file, delivery)));
-        session.recordMemo = { key, files, entries, hostPaths };
+        files = `[${snapshot.map((file) => describeJson(file, delivery)).join(",")}]`;
+        session.recordMemo = { snapshot, files };
       }
       const head = JSON.stringify(header);
       return `${head.slice(0, -1)},"files":${files}}`;
@@ -976,6 +975,10 @@ function readAt(path: string, from: number, length: number): Buffer {
   }
 }
 
+
+function sameSnapshot(a: readonly FileSnapshot[], b: readonly FileSnapshot[]): boolean {
+  return a.length === b.length && a.every((x, i) => sameFile(x, b[i]!));
+}
 
 function entriesByPath(composed: Composed): Map<string, Composed["entries"][number]> {
   return new Map(composed.entries.map((entry) => [entry.key, entry]));

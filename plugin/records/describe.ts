@@ -32,6 +32,23 @@ export function snapshotFiles(session: Session, hierarchy: Ruled, realRoot: stri
   }));
 }
 
+/** Each file's last record entry as JSON, and what it was made from: a step that changed one file of 2,000 makes one entry again. */
+const entries = new WeakMap<FileVersion, { readonly snapshot: FileSnapshot; readonly delivery: string; readonly json: string }>();
+
+/** The record entry of `snapshot` as JSON (see describe), made again only when something it depends on changed. */
+export function describeJson(snapshot: FileSnapshot, delivery: "stable" | "system"): string {
+  const known = entries.get(snapshot.file);
+  if (known !== undefined && known.delivery === delivery && sameFile(known.snapshot, snapshot)) return known.json;
+  const json = JSON.stringify(describe(snapshot, delivery));
+  entries.set(snapshot.file, { snapshot, delivery, json });
+  return json;
+}
+
+/** Two snapshots of a file that give the same entry. */
+export function sameFile(x: FileSnapshot, y: FileSnapshot): boolean {
+  return x.file === y.file && x.known === y.known && x.entry === y.entry && x.host === y.host && x.unloaded === y.unloaded && x.level === y.level && x.mode.mode === y.mode.mode && x.mode.score === y.mode.score;
+}
+
 /** What the request has of each file, and why: the records' and the `list` action's one truth. */
 export function describe(snapshot: FileSnapshot, delivery: "stable" | "system"): FileRecord {
   const { file, known, entry } = snapshot;

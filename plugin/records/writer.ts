@@ -4,6 +4,12 @@ import { MAX_RECORDS_BYTES, recordsPath, steerPath } from "./format.ts";
 
 /** Lines waiting at most; past it (a stalled disk) the oldest wait is given up, with one warning. */
 const MAX_PENDING = 1024;
+/**
+ * Records are written this long after the first one queued, in one write per session: a step's own
+ * I/O (the freshness barrier's watch event) never queues behind a record's, and a burst of steps
+ * costs one write. A dispose or flush writes at once.
+ */
+const WRITE_DELAY_MS = 0;
 
 /**
  * Appends records off the step: `append` only queues a function that makes the line, and a later
@@ -16,8 +22,10 @@ export class RecordsWriter {
   private readonly pending: { session: string; line?: () => string }[] = [];
   /** Sessions deleted lately: a step still in flight must not write their file again. */
   private readonly forgotten = new Set<string>();
-  /** The task writing the queue, while there is one. */
+  /** The task writing the queue, while there is one, and the timer that starts it. */
   private draining: Promise<void> | undefined;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private start: (() => void) | undefined;
   private readonly sizes = new Map<string, number>();
   private madeDir = false;
   private closed = false;
@@ -34,8 +42,17 @@ export class RecordsWriter {
       this.log.once("records:overflow", "warn", `records: the disk does not keep up, older records were dropped (${this.dir})`);
     }
     this.pending.push({ session, line });
-    // A timer, not a microtask: the step this record describes finishes first.
-    this.draining ??= new Promise<void>((resolve) => setTimeout(resolve, 0)).then(() => this.drain());
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.draining !== undefined) return;
+    this.draining = new Promise<void>((resolve) => {
+      this.start = resolve;
+      this.timer = setTimeout(resolve, WRITE_DELAY_MS);
+      // Records never keep a finished process alive: dispose flushes them.
+      this.timer.unref?.();
+    }).then(() => this.drain());
   }
 
   /** A deleted session: its queued lines are dropped and its records and steering file removed. */
@@ -45,12 +62,16 @@ export class RecordsWriter {
     if (this.forgotten.size >= 1024) this.forgotten.delete(this.forgotten.values().next().value!);
     this.forgotten.add(session);
     this.pending.push({ session });
-    this.draining ??= new Promise<void>((resolve) => setTimeout(resolve, 0)).then(() => this.drain());
+    this.schedule();
   }
 
   /** Resolves when every queued record is written (tests, and dispose). */
   async flush(): Promise<void> {
-    while (this.draining !== undefined) await this.draining;
+    while (this.draining !== undefined) {
+      clearTimeout(this.timer);
+      this.start?.();
+      await this.draining;
+    }
   }
 
   async close(): Promise<void> {
@@ -63,14 +84,21 @@ export class RecordsWriter {
       while (this.pending.length > 0) {
         const { session, line } = this.pending.shift()!;
         try {
-          if (line === undefined) await this.remove(session);
-          else await this.write(session, `${line()}\n`);
+          if (line === undefined) {
+            await this.remove(session);
+            continue;
+          }
+          // The session's next queued lines go in the same write (a removal ends the run).
+          let text = `${line()}\n`;
+          while (this.pending[0]?.session === session && this.pending[0].line !== undefined) text += `${this.pending.shift()!.line!()}\n`;
+          await this.write(session, text);
         } catch (error) {
           this.log.once(`records:${String(error)}`, "warn", `records: could not write a record of session ${session} to ${this.dir}: ${String(error)}`);
         }
       }
     } finally {
       this.draining = undefined;
+      this.start = undefined;
     }
   }
 

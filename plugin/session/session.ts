@@ -1,4 +1,5 @@
 import type { RenderedEntry } from "../block/render.ts";
+import type { FileSnapshot } from "../records/describe.ts";
 import type { ToolPath } from "../host/tool-paths.ts";
 
 /** How the model has a file: the whole text, a cut copy, or only its name (it did not fit). */
@@ -92,7 +93,7 @@ export class Session {
   /** Bytes of the session's steering file already applied. */
   steerOffset = 0;
   /** The last record's file list, and what it was made from: a step that changed nothing writes it again as is. */
-  recordMemo: { readonly key: string; readonly files: string; readonly entries: unknown; readonly hostPaths: unknown } | undefined;
+  recordMemo: { readonly snapshot: readonly FileSnapshot[]; readonly files: string } | undefined;
 
   constructor(
     readonly id: string,
