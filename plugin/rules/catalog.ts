@@ -80,7 +80,8 @@ export class Catalog {
         await new Promise((resolve) => setTimeout(resolve, 0));
         sliceEnd = performance.now() + SLICE_MS;
       }
-      catalog.consider(join(options.worktree, rel));
+      // The index lists only files that may load: no need to ask it again for each.
+      catalog.consider(join(options.worktree, rel), true);
     }
     if (options.watch) catalog.watchAll(index?.files ?? []);
     return catalog;
@@ -135,9 +136,9 @@ export class Catalog {
   }
 
   /** Reads `path` again if it may be an entry, and keeps it, changes it or lets it go. */
-  private consider(path: string): void {
+  private consider(path: string, listed = false): void {
     const before = this.entries.get(path);
-    const entry = this.read(path);
+    const entry = this.read(path, listed);
     // Same bytes, same entry: an event on an unchanged file re-rules no session.
     if (entry?.file.sha256 === before?.file.sha256 && entry?.file.path === before?.file.path) return;
     if (entry === undefined) this.entries.delete(path);
@@ -146,9 +147,9 @@ export class Catalog {
     this.version++;
   }
 
-  private read(path: string): Entry | undefined {
+  private read(path: string, listed: boolean): Entry | undefined {
     const rel = relative(this.options.worktree, path).split(sep).join("/");
-    if (this.index !== undefined && !this.index.mayLoad(rel)) return undefined;
+    if (!listed && this.index !== undefined && !this.index.mayLoad(rel)) return undefined;
     const rule = !this.names.has(basename(path));
     // Only a file that starts with frontmatter can say anything but `touched`: the others cost a 3-byte
     // read, and a file with frontmatter a read of its head, until its mode says it is one of ours.
