@@ -362,9 +362,11 @@ describe("imports and file variants", () => {
     await read(plugin, "ses_v", "ovr/x.ts");
     await read(plugin, "ses_v", "ovr-only/x.ts");
     const block = await plugin.step("ses_v");
-    expect(sectionOf(block, "ovr/AGENTS.override.md")).toBe("OVR-OVERRIDE-RULE: the override of this directory.\n");
+    // OpenCode's own prompt may still carry the base file: the override says it wins.
+    const replaces = "[this file replaces AGENTS.md of its directory: where they disagree, follow this one]\n\n";
+    expect(sectionOf(block, "ovr/AGENTS.override.md")).toBe(`${replaces}OVR-OVERRIDE-RULE: the override of this directory.\n`);
     expect(sectionOf(block, "ovr/AGENTS.local.md")).toBe("OVR-LOCAL-RULE: personal, git-ignored.\n");
-    expect(sectionOf(block, "ovr-only/AGENTS.override.md")).toBe("OVERRIDE-ALONE-RULE: an override with no base file.\n");
+    expect(sectionOf(block, "ovr-only/AGENTS.override.md")).toBe(`${replaces}OVERRIDE-ALONE-RULE: an override with no base file.\n`);
     expect(block).not.toContain("OVR-BASE-RULE");
   });
 });

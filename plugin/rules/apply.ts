@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { relative, sep } from "node:path";
+import { basename, relative, sep } from "node:path";
 import type { FileVersion } from "../files/contained.ts";
 import type { IncludeMode } from "../records/format.ts";
 import type { Hierarchy } from "../session/hierarchy.ts";
@@ -67,7 +67,10 @@ const TIER_OF: Record<Exclude<Priority, "normal">, number> = { critical: CRITICA
 export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   // The common case, a hierarchy of plain files touched: nothing to decide, nothing to copy (a
   // 2,000-file hierarchy is ruled again at every new touch).
-  const plain = context.always.size === 0 && context.attached.size === 0 && hierarchy.files.every((file) => readContract(file.frontmatter) === DEFAULT_CONTRACT && !hasImports(file));
+  const plain =
+    context.always.size === 0 &&
+    context.attached.size === 0 &&
+    hierarchy.files.every((file) => readContract(file.frontmatter) === DEFAULT_CONTRACT && !hasImports(file) && overrideNote(file).length === 0);
   if (plain) return { ...hierarchy, modes: NO_MODES, excluded: NO_REASONS, priorities: NO_PRIORITIES, imports: [], watchers: [] };
   const excluded = new Map<string, string>();
   const modes = new Map<string, Mode>();
@@ -101,7 +104,7 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   const order: { file: FileVersion; tier: number }[] = [];
   hierarchy.files.forEach((file, i) => {
     if (!kept.has(file.path)) return;
-    const notes = merged.notes.get(file.path) ?? [];
+    const notes = [...overrideNote(file), ...(merged.notes.get(file.path) ?? [])];
     const body = merged.bodies.get(file.path) ?? bodies.get(file.path)!;
     const text = notes.length === 0 ? body : `${notes.map((note) => `[${note}]`).join("\n")}\n\n${body}`;
     const priority = priorities.get(file.path)!;
@@ -142,6 +145,16 @@ function modeOf(file: FileVersion, contract: Contract, hierarchy: Hierarchy, con
 }
 
 /** The body with its imports inlined; the very same string when it has none. */
+/**
+ * `AGENTS.override.md` takes the place of its directory's `AGENTS.md`, which OpenCode may still send
+ * itself (its own prompt reads the base name): the model is told which one wins.
+ */
+function overrideNote(file: FileVersion): string[] {
+  const name = basename(file.path);
+  if (!/\.override\.md$/i.test(name)) return [];
+  return [`this file replaces ${name.replace(/\.override\.md$/i, ".md")} of its directory: where they disagree, follow this one`];
+}
+
 /** Whether a version has a line starting with `@` (an import, maybe): found once per version. */
 const importing = new WeakMap<FileVersion, boolean>();
 
