@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ToolContext } from "@opencode-ai/plugin";
 import { appendSteer, readRecords, type RequestRecord } from "../plugin/records/format.ts";
-import { projects, sectionPaths, waitFor, type Started } from "./helpers/harness.ts";
+import { callContextTool as contextTool, projects, sectionPaths, waitFor, type Started } from "./helpers/harness.ts";
 
 const openProject = projects();
 
@@ -17,16 +17,6 @@ async function withRecords(options: Record<string, unknown> = {}, history: unkno
   return { plugin, dir, [Symbol.asyncDispose]: () => rm(dir, { recursive: true, force: true }) };
 }
 
-/** Calls the tool as OpenCode does: before, execute, after; returns what the model gets. */
-async function contextTool(plugin: Started, sessionID: string, args: Record<string, string>): Promise<string> {
-  const full = { path: "", section: "", content: "", ...args };
-  const callID = `call-${Math.random()}`;
-  await plugin.hooks["tool.execute.before"]!({ tool: "project_context", sessionID, callID }, { args: full });
-  const output = await plugin.hooks.tool!.project_context!.execute(full as never, { sessionID, messageID: "msg_1", agent: "build" } as unknown as ToolContext);
-  const result = { title: "project_context", output: output as string, metadata: {} };
-  await plugin.hooks["tool.execute.after"]!({ tool: "project_context", sessionID, callID, args: full }, result);
-  return result.output;
-}
 
 async function read(plugin: Started, sessionID: string, filePath: string): Promise<string> {
   const args = { filePath };

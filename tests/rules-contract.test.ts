@@ -6,9 +6,8 @@ import { spawnSync } from "node:child_process";
 import { cp, mkdir, mkdtemp, realpath, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import type { ToolContext } from "@opencode-ai/plugin";
 import { readRecords, type FileRecord, type RequestRecord } from "../plugin/records/format.ts";
-import { sectionPaths, start, waitFor, type Started } from "./helpers/harness.ts";
+import { callContextTool as contextTool, sectionPaths, start, waitFor, type Started } from "./helpers/harness.ts";
 
 const FIXTURE = join(import.meta.dir, "fixtures", "rules-contract");
 
@@ -85,16 +84,6 @@ async function message(plugin: Started, sessionID: string, agent: string, text: 
   return parts.slice(1);
 }
 
-/** The project_context tool as OpenCode calls it: before, execute, after. */
-async function contextTool(plugin: Started, sessionID: string, args: Record<string, string>): Promise<string> {
-  const full = { path: "", section: "", content: "", ...args };
-  const callID = `call-${Math.random()}`;
-  await plugin.hooks["tool.execute.before"]!({ tool: "project_context", sessionID, callID }, { args: full });
-  const output = await plugin.hooks.tool!.project_context!.execute(full as never, { sessionID, messageID: "msg_1", agent: "build" } as unknown as ToolContext);
-  const result = { title: "project_context", output: output as string, metadata: {} };
-  await plugin.hooks["tool.execute.after"]!({ tool: "project_context", sessionID, callID, args: full }, result);
-  return result.output;
-}
 
 /** The text of one file's section in a block. */
 function sectionOf(block: string | undefined, rel: string): string | undefined {

@@ -1,4 +1,4 @@
-import type { Hooks, PluginInput } from "@opencode-ai/plugin";
+import type { Hooks, PluginInput, ToolContext } from "@opencode-ai/plugin";
 import { afterEach } from "bun:test";
 import { cp, mkdtemp, realpath, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -135,4 +135,15 @@ export function projects() {
     });
     return plugin;
   };
+}
+
+/** Calls the project_context tool as OpenCode does: before, execute, after; returns what the model gets. */
+export async function callContextTool(plugin: Started, sessionID: string, args: Record<string, string>): Promise<string> {
+  const full = { path: "", section: "", content: "", ...args };
+  const callID = `call-${Math.random()}`;
+  await plugin.hooks["tool.execute.before"]!({ tool: "project_context", sessionID, callID }, { args: full });
+  const output = await plugin.hooks.tool!.project_context!.execute(full as never, { sessionID, messageID: "msg_1", agent: "build" } as unknown as ToolContext);
+  const result = { title: "project_context", output: output as string, metadata: {} };
+  await plugin.hooks["tool.execute.after"]!({ tool: "project_context", sessionID, callID, args: full }, result);
+  return result.output;
 }
