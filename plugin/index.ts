@@ -9,7 +9,7 @@ import { createSystemTransform } from "./hooks/system-transform.ts";
 import { createToolAfter } from "./hooks/tool-after.ts";
 import { createToolBefore } from "./hooks/tool-before.ts";
 import { warmBound } from "./block/tokens.ts";
-import { warmFrontmatter } from "./files/frontmatter.ts";
+import { WARM_FRONTMATTER } from "./files/frontmatter.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { resolveOptions } from "./options.ts";
 import { VERSION } from "./version.ts";
@@ -65,7 +65,7 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
  * task of the plugin blocks OpenCode for long (start-up is awaited by OpenCode before any session).
  */
 async function warmUp(log: Logger): Promise<void> {
-  for (const load of [warmFrontmatter, warmBound]) {
+  for (const load of [...WARM_FRONTMATTER, warmBound]) {
     // A timer, not setImmediate: Bun runs immediates queued by an immediate in the same turn.
     await new Promise<void>((resolve) => setTimeout(resolve, 0));
     try {

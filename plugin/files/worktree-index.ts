@@ -456,6 +456,8 @@ type GitResult = { readonly ok: true; readonly stdout: string } | GitFailure;
 /** Runs git commands in the worktree, all under one deadline: past it, every one still running is killed. */
 class GitRunner {
   private readonly deadline: AbortSignal;
+  /** Spawns run one per event-loop task: each costs a few ms of the loop, five at once a stall. */
+  private spawned: Promise<void> = Promise.resolve();
   constructor(
     private readonly cwd: string,
     timeoutMs: number,
@@ -493,6 +495,12 @@ class GitRunner {
    * output is refused, a failure; "stop": enough was read, a success).
    */
   private run(args: readonly string[], onData: (chunk: Buffer) => boolean | "stop"): Promise<GitResult> {
+    const turn = this.spawned.then(() => new Promise<void>((resolve) => setTimeout(resolve, 0)));
+    this.spawned = turn;
+    return turn.then(() => this.spawn(args, onData));
+  }
+
+  private spawn(args: readonly string[], onData: (chunk: Buffer) => boolean | "stop"): Promise<GitResult> {
     return new Promise((settle) => {
       let refused = false;
       let stopped = false;
