@@ -72,6 +72,8 @@ const MAX_IGNORE_FILE_BYTES = 1024 * 1024;
  * ones rarely have more than two.
  */
 const MAX_GLOBSTARS = 3;
+/** The candidates' verdicts are judged in event-loop slices this long at most. */
+const FILL_SLICE_MS = 4;
 /** Directories the walk reads at once. */
 const WALK_CONCURRENCY = 16;
 /** Verdicts remembered per index; past it they are forgotten together (each is cheap to compute again). */
@@ -109,7 +111,9 @@ export async function buildWorktreeIndex(options: IndexOptions): Promise<Worktre
   if (listed.truncated) {
     log("warn", `worktree index: listing stopped early (${listed.why}); context files past that point are not found`);
   }
-  return new Index(listed, classify, options.maxEntries, log);
+  const index = new Index(listed, classify, options.maxEntries, log);
+  await index.fill(listed.candidates);
+  return index;
 }
 
 type Log = NonNullable<IndexOptions["log"]>;
@@ -646,7 +650,19 @@ class Index implements WorktreeIndex {
     this.source = listed.source;
     this.rules = listed.rules;
     this.cut = listed.truncated;
-    for (const rel of listed.candidates) if (this.mayLoad(rel)) this.loadable.add(rel);
+  }
+
+  /** Keeps the candidates that may load: judged in slices (each asks the ignore rules of every directory above it). */
+  async fill(candidates: readonly string[]): Promise<void> {
+    let sliceEnd = performance.now() + FILL_SLICE_MS;
+    for (const rel of candidates) {
+      if (performance.now() > sliceEnd) {
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        sliceEnd = performance.now() + FILL_SLICE_MS;
+      }
+      if (this.mayLoad(rel)) this.loadable.add(rel);
+    }
+    this.sorted = undefined;
   }
 
   get files(): readonly string[] {
