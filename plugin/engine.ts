@@ -676,7 +676,6 @@ export class Engine {
         this.settings.log.once(`contract:${file.sha256}:${problem.key}`, "warn", describeProblem(file.rel, problem));
       }
     }
-    session.ruleRevision++;
     this.ruled.set(session, { key: `${base}:${printOf(ruled.imports)}`, hierarchy, ruled });
     return ruled;
   }
@@ -760,7 +759,8 @@ export class Engine {
     }
     const namedAndReached = (file: FileVersion | undefined) => file !== undefined && reachedDirs.has(file.dir) && session.known(file.path)?.held === "named";
     // Nothing changed since a diff found nothing to deliver: only a file known by name in a reached directory can be due.
-    const quietKey = `${this.store.generation}:${session.ruleRevision}:${session.version}:${[...session.hostPaths].join("\n")}`;
+    // What the rules were applied to and with (not the touch order, which only moves priorities).
+    const quietKey = `${this.store.generation}:${this.ruled.get(session)?.key}:${session.version}:${[...session.hostPaths].join("\n")}`;
     if (quietKey === session.quietKey && session.notices.length === 0 && ![...reachedDirs].some((dir) => namedAndReached(hierarchy.byDir.get(dir)))) return "";
     if (session.stepTokensLeft < MIN_DELIVERY_TOKENS) return "";
     const updated: { file: FileVersion; tier: number }[] = [];
@@ -838,7 +838,7 @@ export class Engine {
     const critical: string[] = [];
     for (const { file, tier } of items) {
       if (tier !== CRITICAL_TIER) continue;
-      need += knownTokens(file).tokens + CRITICAL_FRAME_TOKENS;
+      need += knownTokens(file) + CRITICAL_FRAME_TOKENS;
       critical.push(file.rel);
     }
     if (critical.length === 0 || need + CRITICAL_FRAME_TOKENS <= budget) return budget;

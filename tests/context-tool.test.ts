@@ -346,3 +346,19 @@ test("a restored session (no user message in this process yet) goes by the agent
   await plugin.hooks["chat.message"]!({ sessionID: "ses_rp", agent: "build" } as never, { message: { id: "msg_3" }, parts: [] } as never);
   expect(await plugin.step("ses_rp")).toContain("BUILD-ONLY-API");
 });
+
+test("a records directory that cannot be made (a file in its place) costs one warning; every step still gets its block", async () => {
+  const parent = await mkdtemp(join(tmpdir(), "opc-records-file-"));
+  try {
+    const dir = join(parent, "records");
+    await writeFile(dir, "not a directory");
+    const plugin = await openProject("monorepo", { recordsDir: dir, delivery: "system" });
+    for (let i = 0; i < 3; i++) expect(sectionPaths(await plugin.step("ses_rf"))).toEqual(["AGENTS.md"]);
+    await plugin.dispose();
+    const warnings = plugin.logs.filter((entry) => entry.level === "warn" && entry.message.startsWith("records: could not write"));
+    expect(warnings).toHaveLength(1);
+    expect(await readFile(dir, "utf8")).toBe("not a directory");
+  } finally {
+    await rm(parent, { recursive: true, force: true });
+  }
+});

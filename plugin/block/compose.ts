@@ -104,12 +104,12 @@ export async function compose(
 const bounds = new WeakMap<FileVersion, number>();
 
 /** The file's tokens without waiting for the tokenizer: exact where counted, else the provable bound (records, lists). */
-export function knownTokens(file: FileVersion): { tokens: number; exact: boolean } {
+export function knownTokens(file: FileVersion): number {
   const known = counts.get(file);
-  if (known !== undefined) return { tokens: known.reduce((sum, count) => sum + count, 0), exact: true };
+  if (known !== undefined) return known.reduce((sum, count) => sum + count, 0);
   let bound = bounds.get(file);
   if (bound === undefined) bounds.set(file, (bound = docOf(file).units.reduce((sum, unit) => sum + unitBound(unit), 0)));
-  return { tokens: bound, exact: false };
+  return bound;
 }
 
 function contentTokens(item: PlanItem, units: number): number {

@@ -52,7 +52,7 @@ export function sameFile(x: FileSnapshot, y: FileSnapshot): boolean {
 /** What the request has of each file, and why: the records' and the `list` action's one truth. */
 export function describe(snapshot: FileSnapshot, delivery: "stable" | "system"): FileRecord {
   const { file, known, entry } = snapshot;
-  const total = knownTokens(file).tokens;
+  const total = knownTokens(file);
   const { mode, score } = snapshot.mode;
   // The hash of the bytes on disk, also for a version whose text imports or merging changed.
   const base = { path: file.rel, sha256: (file.source ?? file).sha256, total, mode, ...(score === undefined ? {} : { score }), level: snapshot.level } as const;

@@ -84,8 +84,6 @@ export class Session {
   readonly matched = new Set<string>();
   /** `include: agent` files attached to its user messages (real path → score). */
   readonly attached = new Map<string, number>();
-  /** Grows whenever the rules are applied again (a memo of what they gave is then stale). */
-  ruleRevision = 0;
   /** Per loaded file with `watch:`, what stat said of each file it watches when last looked. */
   readonly watched = new Map<string, Map<string, string>>();
   /** Watch notices not yet said. */
