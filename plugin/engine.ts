@@ -18,7 +18,7 @@ import { toolPaths } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
 import { isInside, statPrint } from "./paths.ts";
 import type { ResolvedOptions } from "./options.ts";
-import { applyRules, CRITICAL_TIER, type Ruled } from "./rules/apply.ts";
+import { applyRules, awaitedBy, CRITICAL_TIER, type Ruled } from "./rules/apply.ts";
 import { Catalog } from "./rules/catalog.ts";
 import { appliesToAgent, describeProblem, matchesWatch, readContract, type Contract } from "./rules/contract.ts";
 import type { ImportRead } from "./rules/imports.ts";
@@ -63,6 +63,8 @@ const MAX_STEER_READ = 64 * 1024;
 const MAX_WATCH_TARGETS = 256;
 /** Framing a critical file's section may cost (path, tags, a notice): generous, as its only use is to keep such files whole. */
 const CRITICAL_FRAME_TOKENS = 64;
+/** Real paths of touched files remembered at most (sessions hold up to maxTouchedDirs paths each). */
+const MAX_REAL_PATHS = 16_384;
 /** Below this many tokens left in a step, nothing more is delivered until the next step. */
 const MIN_DELIVERY_TOKENS = 64;
 
@@ -76,9 +78,11 @@ export class Engine {
   readonly sessions: Sessions;
   private disposed = false;
   /** The hierarchy last computed per session, with what it was computed from. */
-  private readonly hierarchies = new WeakMap<Session, { key: string; base: string; order: number; hierarchy: Hierarchy }>();
+  private readonly hierarchies = new WeakMap<Session, { key: string; base: string; evictions: number; order: number; hierarchy: Hierarchy }>();
   /** The hierarchy after the rules, per session, and what it was made from. */
   private readonly ruled = new WeakMap<Session, { key: string; hierarchy: Hierarchy; ruled: Ruled }>();
+  /** Touched files' real paths, by path, with the start they were worked out from (the rules ask for all of them). */
+  private readonly realPaths = new Map<string, { readonly start: string; readonly real: string }>();
   /** Each watching contract's targets, for the index listing they were matched against. */
   private readonly targets = new WeakMap<Contract, { files: readonly string[] | undefined; targets: readonly string[] }>();
   /** The worktree's always, agent and manual files; undefined until its index is built. */
@@ -593,15 +597,18 @@ export class Engine {
       const order = ordered || memo === undefined ? session.order : memo.order;
       const key = `${generation}:${session.version}:${order}`;
       let hierarchy = memo?.key === key ? memo.hierarchy : undefined;
-      // Paths added (none forgotten) that start where the hierarchy already starts change no file.
-      if (hierarchy === undefined && memo !== undefined && memo.base === `${this.store.generation}:${session.evictions}:${session.pinRevision}:${order}`) {
-        hierarchy = extendHierarchy(this.store, memo.hierarchy, session.touched.values());
-        if (hierarchy !== undefined) this.hierarchies.set(session, { ...memo, key, hierarchy });
+      // Paths added or forgotten that start where the hierarchy already starts change no file (a long
+      // session forgets its oldest path at each new one once it holds maxTouchedDirs).
+      if (hierarchy === undefined && memo !== undefined && memo.base === `${this.store.generation}:${session.pinRevision}:${order}`) {
+        const forgot = memo.evictions !== session.evictions;
+        const kept = forgot ? [{ path: this.settings.directory, isFile: false }, ...session.pins.values()] : undefined;
+        hierarchy = extendHierarchy(this.store, memo.hierarchy, session.touched.values(), kept);
+        if (hierarchy !== undefined) this.hierarchies.set(session, { ...memo, key, evictions: session.evictions, hierarchy });
       }
       if (hierarchy === undefined) {
         hierarchy = await hierarchyOf(this.store, this.settings.directory, [...session.touched.values()], [...session.pins.values()]);
-        const base = `${generation}:${session.evictions}:${session.pinRevision}:${session.order}`;
-        this.hierarchies.set(session, { key, base, order: session.order, hierarchy });
+        const base = `${generation}:${session.pinRevision}:${session.order}`;
+        this.hierarchies.set(session, { key, base, evictions: session.evictions, order: session.order, hierarchy });
         // Deleted while this was computed: its watches were let go already, and must stay so.
         if (this.sessions.peek(session.id) === session) this.store.retain(session.id, hierarchy.dirs);
       }
@@ -628,16 +635,21 @@ export class Engine {
     const catalog = this.catalog;
     const agent = session.agent ?? "build";
     const memo = this.ruled.get(session);
-    const base = `${catalog?.version}:${agent}:${session.matched.size}:${session.attached.size}:${session.pinRevision}`;
+    // What the rules decide from besides the files; `matched` grows as the rules apply, so it is read after.
+    const keyOf = () => `${catalog?.version}:${agent}:${session.matched.size}:${session.attached.size}:${session.pinRevision}`;
+    const base = keyOf();
     // Imported files are checked by stat: an edit of one makes the rules apply again.
-    if (memo?.hierarchy === hierarchy && memo.key === `${base}:${printOf(memo.ruled.imports)}`) return memo.ruled;
-    const realOf = (path: string) => {
-      const start = hierarchy.starts.get(path);
-      if (start === undefined) return undefined;
-      // A file in directories not created yet starts its walk at an existing ancestor: its path below it is kept.
-      const lexical = join(this.store.realRoot, relative(this.settings.worktree, path));
-      return isInside(lexical, start) ? lexical : join(start, basename(path));
-    };
+    if (memo !== undefined && memo.key === `${base}:${printOf(memo.ruled.imports)}`) {
+      if (memo.hierarchy === hierarchy) return memo.ruled;
+      // The same files with other touched paths (the common step): the rules decide the same unless a
+      // new touched file matches a file waiting for its `paths:`. A 2,000-file hierarchy is not ruled again.
+      if (memo.hierarchy.files === hierarchy.files && !this.matchesWaiting(memo.ruled, memo.hierarchy, hierarchy, session)) {
+        const ruled: Ruled = { ...memo.ruled, starts: hierarchy.starts };
+        this.ruled.set(session, { ...memo, hierarchy, ruled });
+        return ruled;
+      }
+    }
+    const realOf = (path: string) => this.realOfTouch(hierarchy, path);
     const pinnedFiles = new Set<string>();
     const pinnedDirs = new Set<string>();
     for (const pin of session.pins.values()) {
@@ -676,8 +688,33 @@ export class Engine {
         this.settings.log.once(`contract:${file.sha256}:${problem.key}`, "warn", describeProblem(file.rel, problem));
       }
     }
-    this.ruled.set(session, { key: `${base}:${printOf(ruled.imports)}`, hierarchy, ruled });
+    this.ruled.set(session, { key: `${keyOf()}:${printOf(ruled.imports)}`, hierarchy, ruled });
     return ruled;
+  }
+
+  /** The real path of a touched (or pinned) file: where its walk starts, and its name. */
+  private realOfTouch(hierarchy: Hierarchy, path: string): string | undefined {
+    const start = hierarchy.starts.get(path);
+    if (start === undefined) return undefined;
+    const known = this.realPaths.get(path);
+    if (known?.start === start) return known.real;
+    // A file in directories not created yet starts its walk at an existing ancestor: its path below it is kept.
+    const lexical = join(this.store.realRoot, relative(this.settings.worktree, path));
+    const real = isInside(lexical, start) ? lexical : join(start, basename(path));
+    if (this.realPaths.size >= MAX_REAL_PATHS) this.realPaths.clear();
+    this.realPaths.set(path, { start, real });
+    return real;
+  }
+
+  /** Whether a file the session touched since `before` matches the `paths:` of a file waiting for one. */
+  private matchesWaiting(ruled: Ruled, before: Hierarchy, now: Hierarchy, session: Session): boolean {
+    if (ruled.awaiting.size === 0) return false;
+    for (const touch of session.touched.values()) {
+      if (!touch.isFile || before.starts.has(touch.path)) continue;
+      const real = this.realOfTouch(now, touch.path);
+      if (real !== undefined && !awaitedBy(ruled.awaiting, real, this.store.realRoot, session.matched).next().done) return true;
+    }
+    return false;
   }
 
   /** An import's read: contained in the worktree at read time, its frontmatter stripped (never obeyed). */

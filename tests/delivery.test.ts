@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { projects, sectionPaths, start, type Started } from "./helpers/harness.ts";
+import { callContextTool, projects, sectionPaths, start, type Started } from "./helpers/harness.ts";
 
 const openProject = projects();
 const open = (options?: Record<string, unknown>, history: unknown[] = []) => openProject("monorepo", options, { history });
@@ -44,6 +44,32 @@ describe("stable delivery (the default)", () => {
     const again = await tool(plugin, "s", "read", { filePath: "services/api/plugins/payments/src/charge.ts" });
     expect(again.output).toBe("tool result");
     expect(await plugin.step("s")).toBe(first);
+  });
+
+  test("a touch in the directory of a pinned file brings that directory's whole chain", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    const pinned = await callContextTool(plugin, "s", { action: "load", path: "services/api/plugins/payments/AGENTS.md" });
+    expect(sectionPaths(pinned)).toEqual(["services/api/plugins/payments/AGENTS.md"]);
+    const reached = await tool(plugin, "s", "read", { filePath: "services/api/plugins/payments/package.json" });
+    expect(sectionPaths(reached.output)).toEqual(["services/api/AGENTS.md"]);
+  });
+
+  test("past maxTouchedDirs a forgotten path takes its directory's files out only when no touched path starts there any more", async () => {
+    const plugin = await open({ maxTouchedDirs: 2 });
+    await plugin.step("s");
+    const listed = async () => (await callContextTool(plugin, "s", { action: "list" })).includes("apps/web/AGENTS.md");
+    await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" });
+    await tool(plugin, "s", "read", { filePath: "apps/web/src/main.tsx" });
+    // App.tsx is forgotten; main.tsx still reaches apps/web.
+    await tool(plugin, "s", "read", { filePath: "tools/scripts/release.sh" });
+    expect(await listed()).toBe(true);
+    // main.tsx goes too, for a path where a walk already starts: nothing reaches apps/web any more,
+    // so an edit there is no news for this session.
+    await tool(plugin, "s", "read", { filePath: "tools/scripts/notes.sh" });
+    await writeFile(join(plugin.root, "apps/web/AGENTS.md"), "# Web\nUse signals now.\n");
+    expect((await tool(plugin, "s", "read", { filePath: "tools/scripts/release.sh" })).output).toBe("tool result");
+    expect(await listed()).toBe(false);
   });
 
   test("an edit to a delivered file arrives as its new text on the next tool output; the system block does not move", async () => {

@@ -5,7 +5,7 @@ import type { IncludeMode } from "../records/format.ts";
 import type { Hierarchy } from "../session/hierarchy.ts";
 import { appliesToAgent, DEFAULT_CONTRACT, matchesPaths, readContract, type Contract, type Priority } from "./contract.ts";
 import { expandImports, type ImportRead } from "./imports.ts";
-import { mergeChains, type MergeFile } from "./merge.ts";
+import { mergeChains, type Merged, type MergeFile } from "./merge.ts";
 
 /** What the session brings to the rules: who asks, what it touched and pinned, what was attached for it. */
 export interface RuleContext {
@@ -31,6 +31,13 @@ export interface RuleContext {
   readonly warn: (file: FileVersion, message: string) => void;
 }
 
+export interface Awaiting {
+  readonly file: FileVersion;
+  readonly contract: Contract;
+  /** The directory its `paths` are relative to: its own, or the worktree for a rule file. */
+  readonly base: string;
+}
+
 export interface Mode {
   readonly mode: IncludeMode;
   readonly score?: number;
@@ -46,11 +53,15 @@ export interface Ruled extends Hierarchy {
   readonly imports: readonly string[];
   /** Files that load and keep an eye on others (`watch:`). */
   readonly watchers: readonly FileVersion[];
+  /** Files left out only until a touched file matches their `paths:`, by base directory (see awaitedBy). */
+  readonly awaiting: ReadonlyMap<string, readonly Awaiting[]>;
 }
 
 const NO_MODES: ReadonlyMap<string, Mode> = new Map();
 const NO_REASONS: ReadonlyMap<string, string> = new Map();
 const NO_PRIORITIES: ReadonlyMap<string, Priority> = new Map();
+const NO_WAITING: ReadonlyMap<string, readonly Awaiting[]> = new Map();
+const NOTHING_MERGED: Merged = { bodies: new Map(), dropped: new Map(), notes: new Map() };
 
 /** Tiers the budget fills in order: critical and high before every closest-first tier (0, 1, ...), low after all. */
 export const CRITICAL_TIER = -2;
@@ -71,16 +82,27 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
     context.always.size === 0 &&
     context.attached.size === 0 &&
     hierarchy.files.every((file) => readContract(file.frontmatter) === DEFAULT_CONTRACT && !hasImports(file) && overrideNote(file).length === 0);
-  if (plain) return { ...hierarchy, modes: NO_MODES, excluded: NO_REASONS, priorities: NO_PRIORITIES, imports: [], watchers: [] };
+  if (plain) return { ...hierarchy, modes: NO_MODES, excluded: NO_REASONS, priorities: NO_PRIORITIES, imports: [], watchers: [], awaiting: NO_WAITING };
   const excluded = new Map<string, string>();
   const modes = new Map<string, Mode>();
   const priorities = new Map<string, Priority>();
   const kept = new Set<string>();
-  for (const file of hierarchy.files) {
+  const awaiting: Awaiting[] = [];
+  const judged = hierarchy.files.map((file) => {
     const contract = readContract(file.frontmatter);
-    const why = exclusion(file, contract, hierarchy, context);
+    const why = exclusion(file, contract, context);
+    return { file, contract, why, waiting: why === undefined ? waitingFor(file, contract, hierarchy, context) : undefined };
+  });
+  // Which waiting files a touched file matches: each touched file asks the directories above it (a
+  // few lookups), not each waiting file every touched file (2,000 x 4,000 in a large session).
+  const waiting = byBase(judged.flatMap((item) => (item.waiting === undefined ? [] : [item.waiting])), context.worktree);
+  if (waiting.size > 0) for (const path of context.touchedFiles) for (const hit of awaitedBy(waiting, path, context.worktree, context.matched)) context.matched.add(hit.file.path);
+  for (const { file, contract, why: excludedWhy, waiting } of judged) {
+    const stillWaiting = waiting !== undefined && !context.matched.has(file.path);
+    const why = excludedWhy ?? (stillWaiting ? `no touched file matches paths: ${contract.paths!.join(", ")}` : undefined);
     if (why !== undefined) {
       excluded.set(file.path, why);
+      if (stillWaiting) awaiting.push(waiting);
       continue;
     }
     kept.add(file.path);
@@ -88,14 +110,17 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
     const score = context.attached.get(file.path);
     modes.set(file.path, modeOf(file, contract, hierarchy, context, score));
   }
-  // Merging goes down the chains as they load (an override's ancestors it replaces are left out).
-  const chains = hierarchy.chains.map((chain) => chain.filter((file) => kept.has(file.path)));
+  // Merging goes down the chains as they load (an override's ancestors it replaces are left out);
+  // when every file that loads appends (the common case), there is nothing to merge.
+  const merging = judged.some(({ file, contract }) => contract.merge !== "append" && kept.has(file.path));
   const bodies = new Map<string, string>();
   const imports = new Set<string>();
   // Each file once in the block: a context file of the hierarchy, or a file imported already, stays an import line.
   const seen = new Set(hierarchy.files.map((file) => file.path));
   for (const file of hierarchy.files) if (kept.has(file.path)) bodies.set(file.path, withImports(file, context, imports, seen));
-  const merged = mergeChains(chains.map((chain) => chain.map((file): MergeFile => ({ key: file.path, rel: file.rel, body: bodies.get(file.path)!, merge: readContract(file.frontmatter).merge }))));
+  const merged = merging
+    ? mergeChains(hierarchy.chains.map((chain) => chain.filter((file) => kept.has(file.path)).map((file): MergeFile => ({ key: file.path, rel: file.rel, body: bodies.get(file.path)!, merge: readContract(file.frontmatter).merge }))))
+    : NOTHING_MERGED;
   for (const [path, by] of merged.dropped) {
     kept.delete(path);
     excluded.set(path, `overridden by ${by.join(", ")}`);
@@ -117,24 +142,62 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   const byDir = new Map<string, FileVersion>();
   for (const file of [...files].reverse()) byDir.set(file.dir, file);
   const watchers = files.filter((file) => readContract(file.frontmatter).watch.length > 0);
-  return { ...hierarchy, files, tiers: order.map((item) => item.tier), byPath, byDir, modes, excluded, priorities, imports: [...imports], watchers };
+  return { ...hierarchy, files, tiers: order.map((item) => item.tier), byPath, byDir, modes, excluded, priorities, imports: [...imports], watchers, awaiting: byBase(awaiting, context.worktree) };
 }
 
-function exclusion(file: FileVersion, contract: Contract, hierarchy: Hierarchy, context: RuleContext): string | undefined {
+/** Why a file is left out whatever was touched. */
+function exclusion(file: FileVersion, contract: Contract, context: RuleContext): string | undefined {
   if (!appliesToAgent(contract, context.agent)) return `not for the agent "${context.agent}" (agents/exclude_agents)`;
-  const pinned = context.pinnedFiles.has(file.path) || context.pinnedDirs.has(file.dir);
-  if (contract.include === "manual" && !pinned) return "include: manual, and not pinned (load it with the project_context tool)";
-  // Reached through a touch (or a rule file): `paths` decides; pinned, always or attached: it loads as asked.
+  if (contract.include === "manual" && !pinnedIn(file, context)) return "include: manual, and not pinned (load it with the project_context tool)";
+  return undefined;
+}
+
+const pinnedIn = (file: FileVersion, context: RuleContext) => context.pinnedFiles.has(file.path) || context.pinnedDirs.has(file.dir);
+
+/**
+ * A file that loads only once a touched file matches its `paths:` (reached through a touch, or a
+ * rule file not pinned; pinned, always or attached files load as asked), and none has yet.
+ */
+function waitingFor(file: FileVersion, contract: Contract, hierarchy: Hierarchy, context: RuleContext): Awaiting | undefined {
+  if (contract.paths === undefined || context.matched.has(file.path)) return undefined;
+  const pinned = pinnedIn(file, context);
   const rule = context.ruleFiles.has(file.path);
   const touchedOnly = !pinned && !context.always.has(file.path) && !context.attached.has(file.path) && !hierarchy.manual.has(file.path);
-  if ((touchedOnly || (rule && !pinned)) && contract.paths !== undefined && !context.matched.has(file.path)) {
-    const base = rule ? context.worktree : file.dir;
-    const prefix = base.endsWith(sep) ? base : base + sep;
-    const hit = context.touchedFiles.some((path) => path.startsWith(prefix) && matchesPaths(contract, relative(base, path).split(sep).join("/")));
-    if (!hit) return `no touched file matches paths: ${contract.paths.join(", ")}`;
-    context.matched.add(file.path);
+  return touchedOnly || (rule && !pinned) ? { file, contract, base: rule ? context.worktree : file.dir } : undefined;
+}
+
+/** Waiting files by the directory their `paths:` are relative to. */
+export function byBase(waiting: readonly Awaiting[], worktree: string): ReadonlyMap<string, readonly Awaiting[]> {
+  const grouped = new Map<string, Awaiting[]>();
+  for (const item of waiting) {
+    const base = stripSep(item.base, worktree);
+    const group = grouped.get(base);
+    if (group === undefined) grouped.set(base, [item]);
+    else group.push(item);
   }
-  return undefined;
+  return grouped;
+}
+
+const stripSep = (dir: string, worktree: string) => (dir.length > worktree.length && dir.endsWith(sep) ? dir.slice(0, -1) : dir);
+
+/**
+ * The waiting files a touched file (a real path in the worktree) matches, but those in `matched`:
+ * the files of each directory above it.
+ */
+export function* awaitedBy(waiting: ReadonlyMap<string, readonly Awaiting[]>, touchedFile: string, worktree: string, matched: ReadonlySet<string>): Generator<Awaiting> {
+  for (let end = touchedFile.lastIndexOf(sep); end >= 0; end = touchedFile.lastIndexOf(sep, end - 1)) {
+    const dir = end === 0 ? sep : touchedFile.slice(0, end);
+    if (dir.length < worktree.length) return;
+    const items = waiting.get(dir);
+    if (items !== undefined) for (const item of items) if (!matched.has(item.file.path) && pathsMatch(item, touchedFile)) yield item;
+    if (end === 0) return;
+  }
+}
+
+/** Whether a touched file (a real path) is one a file's `paths:` asks for: below its directory (the worktree for a rule file). */
+function pathsMatch({ contract, base }: Awaiting, touchedFile: string): boolean {
+  const prefix = base.endsWith(sep) ? base : base + sep;
+  return touchedFile.startsWith(prefix) && matchesPaths(contract, relative(base, touchedFile).split(sep).join("/"));
 }
 
 function modeOf(file: FileVersion, contract: Contract, hierarchy: Hierarchy, context: RuleContext, score: number | undefined): Mode {
@@ -144,7 +207,6 @@ function modeOf(file: FileVersion, contract: Contract, hierarchy: Hierarchy, con
   return { mode: contract.include === "agent" ? "agent" : "touched" };
 }
 
-/** The body with its imports inlined; the very same string when it has none. */
 /**
  * `AGENTS.override.md` takes the place of its directory's `AGENTS.md`, which OpenCode may still send
  * itself (its own prompt reads the base name): the model is told which one wins.
@@ -164,6 +226,7 @@ function hasImports(file: FileVersion): boolean {
   return found;
 }
 
+/** The body with its imports inlined; the very same string when it has none. */
 function withImports(file: FileVersion, context: RuleContext, imported: Set<string>, seen: Set<string>): string {
   if (!hasImports(file)) return file.body;
   const expansion = expandImports(file.body, file.path, context.worktree, context.read, seen);

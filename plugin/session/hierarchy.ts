@@ -15,6 +15,8 @@ export interface Hierarchy {
   /** The real start directory of each touched path (absent when it lies outside the worktree). */
   readonly starts: ReadonlyMap<string, string>;
   readonly startDirs: ReadonlySet<string>;
+  /** Start directories reached only by pinned files: of their chain, only the directory's own file is in. */
+  readonly fileOnly: ReadonlySet<string>;
   /** Files that are in only because the session pinned them (include mode "manual"). */
   readonly manual: ReadonlySet<string>;
   /** Each start directory's chain (root first), as merging goes down them; a pinned file's is itself. */
@@ -24,20 +26,32 @@ export interface Hierarchy {
 }
 
 /**
- * The hierarchy with more touched paths, when each of them starts where some path of the hierarchy
- * already starts (another file of a directory already touched, the common case): the files are the
- * same, only the paths are new. Undefined when a new start needs the hierarchy computed again.
+ * The hierarchy for the session's current touches when it has the same files as `hierarchy`: each
+ * touched path starts where some path of the hierarchy already starts (another file of a directory
+ * already touched, the common case), so only the paths are new. `kept` (the session directory and
+ * the pins, which never leave) is given when touches were forgotten since: then every start must
+ * still be reached, or a file left. Undefined when the hierarchy must be computed again.
  */
-export function extendHierarchy(source: ChainSource, hierarchy: Hierarchy, touches: Iterable<ToolPath>): Hierarchy | undefined {
+export function extendHierarchy(source: ChainSource, hierarchy: Hierarchy, touches: Iterable<ToolPath>, kept?: Iterable<ToolPath>): Hierarchy | undefined {
   let starts: Map<string, string> | undefined;
-  for (const touch of touches) {
-    if (hierarchy.starts.has(touch.path)) continue;
-    const start = source.resolveStart(touch.path, touch.isFile);
-    if (start instanceof Promise) return undefined;
-    if (start === undefined) continue;
-    if (!hierarchy.startDirs.has(start)) return undefined;
-    (starts ??= new Map(hierarchy.starts)).set(touch.path, start);
-  }
+  const reached = kept === undefined ? undefined : new Set<string>();
+  const visit = (touch: ToolPath): boolean => {
+    let start = hierarchy.starts.get(touch.path);
+    if (start === undefined) {
+      const resolved = source.resolveStart(touch.path, touch.isFile);
+      if (resolved instanceof Promise) return false;
+      if (resolved === undefined) return true;
+      // A start only a pinned file reached has that file alone: a touch there brings its whole chain.
+      if (!hierarchy.startDirs.has(resolved) || hierarchy.fileOnly.has(resolved)) return false;
+      (starts ??= reached === undefined ? new Map(hierarchy.starts) : new Map()).set(touch.path, resolved);
+      start = resolved;
+    } else if (reached !== undefined) (starts ??= new Map()).set(touch.path, start);
+    reached?.add(start);
+    return true;
+  };
+  for (const touch of touches) if (!visit(touch)) return undefined;
+  if (kept !== undefined) for (const touch of kept) if (!visit(touch)) return undefined;
+  if (reached !== undefined && reached.size !== hierarchy.startDirs.size) return undefined;
   return starts === undefined ? hierarchy : { ...hierarchy, starts };
 }
 
@@ -61,7 +75,6 @@ export async function hierarchyOf(source: ChainSource, sessionDir: string, touch
   const startByPath = new Map<string, string>();
   const startDirs: string[] = [];
   const seenStart = new Set<string>();
-  /** Start directories reached only by pinned files: of their chain, only the file of the directory itself. */
   const fileOnly = new Set<string>();
   const pinned = new Set<string>();
   all.forEach((touch, i) => {
@@ -104,7 +117,7 @@ export async function hierarchyOf(source: ChainSource, sessionDir: string, touch
     if (added) tier++;
   });
   const ownChains = startDirs.map((dir, i) => (fileOnly.has(dir) ? chains[i]!.filter((file) => file.dir === dir) : chains[i]!));
-  return { files, tiers, byPath, byDir, dirs: [...dirSet], dirSet, starts: startByPath, startDirs: seenStart, manual, closest, chains: ownChains };
+  return { files, tiers, byPath, byDir, dirs: [...dirSet], dirSet, starts: startByPath, startDirs: seenStart, fileOnly, manual, closest, chains: ownChains };
 }
 
 /** The values of `items`, awaiting only those that are promises. */
