@@ -49,7 +49,16 @@ export type ReadOutcome =
   | { readonly kind: "skip"; readonly skip: Skip }
   | { readonly kind: "absent" };
 
-const ABSENT: ReadOutcome = Object.freeze({ kind: "absent" });
+/** Bytes read from a context file as text, or why they are not text. */
+export type DecodedText = { readonly kind: "text"; readonly text: string } | { readonly kind: "refused"; readonly reason: string };
+
+/** A read that did not get to the bytes: refused, or nothing there. */
+export type Refusal = Extract<ReadOutcome, { readonly kind: "skip" | "absent" }>;
+
+/** The first bytes of a contained file, with none of a version's work (no hash, no decoding). */
+export type HeadOutcome = { readonly kind: "head"; readonly bytes: Uint8Array; readonly truncated: boolean } | Refusal;
+
+const ABSENT: Refusal = Object.freeze({ kind: "absent" });
 
 /** Errors that may pass on their own: the read is tried again at the next check. */
 const TRANSIENT = new Set(["EACCES", "EPERM", "EMFILE", "ENFILE", "EIO", "EAGAIN", "EBUSY", "EINTR", "ENOMEM"]);
@@ -64,16 +73,73 @@ const OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBL
 let procFd = process.platform === "linux";
 
 /**
- * Reads the context file candidate `candidate` (a name inside `dir`), contained in `realRoot` AT READ
- * TIME: the candidate is resolved (it may be a symlink to a file inside the worktree), the resolved
- * path opened without following links, checked through its handle to be a regular file, and the
- * path the OPENED DESCRIPTOR has (every component, as of now) must lie inside the worktree. So a
- * directory on the way swapped for a symlink that leads out, at any moment before the open, is
- * refused; one swapped after the open does not matter, since the bytes come from the file that was
- * checked. At most `maxFileBytes` are read (one more is asked for, to know the file was cut).
- * Synchronous on purpose: a local read of a small file is far cheaper than a trip to the thread pool.
+ * Reads the context file candidate `candidate` (a name inside `dir`), contained in `realRoot` at read
+ * time (see withContained). At most `maxFileBytes` are read (one more is asked for, to know the file
+ * was cut). Synchronous on purpose: a local read of a small file is far cheaper than a trip to the
+ * thread pool.
  */
 export function readContained(candidate: string, dir: string, realRoot: string, maxFileBytes: number): ReadOutcome {
+  return withContained(candidate, realRoot, (fd, opened, info): ReadOutcome => {
+    const { bytes, truncated } = readHead(fd, info.size, maxFileBytes);
+    const text = decodeText(bytes, truncated);
+    if (text.kind === "refused") return skip(candidate, text.reason, false);
+    const raw = text.text;
+    const { body, frontmatter, error } = parseFrontmatter(raw);
+    const notes: string[] = [];
+    if (error !== undefined) notes.push(`its frontmatter was dropped unused (${error}); the rest of the file is used`);
+    if (truncated) notes.push(`it is ${info.size} bytes; only the first ${maxFileBytes} are used (option maxFileBytes)`);
+    const version: FileVersion = Object.freeze({
+      path: opened,
+      dir,
+      rel: relative(realRoot, opened),
+      raw,
+      body,
+      frontmatter,
+      root: frontmatter.root === true,
+      sha256: createHash("sha256").update(bytes).digest("hex"),
+      size: info.size,
+      truncated,
+      mtimeMs: info.mtimeMs,
+    });
+    return { kind: "file", version, notes, changedMs: info.ctimeMs };
+  });
+}
+
+/**
+ * The first `maxBytes` bytes of `candidate`, contained in `realRoot` as readContained's are (the same
+ * checks, made the same way), for a caller that decides from a file's start whether to read it at
+ * all: its frontmatter, say. The bytes are undecoded (see decodeText) and may contain anything.
+ */
+export function readContainedHead(candidate: string, realRoot: string, maxBytes: number): HeadOutcome {
+  return withContained(candidate, realRoot, (fd, _opened, info): HeadOutcome => ({ kind: "head", ...readHead(fd, info.size, maxBytes) }));
+}
+
+/**
+ * A context file's bytes as text, or why they are not: NUL bytes make it binary, and it must be valid
+ * UTF-8, save for a character cut in two by the end of bytes read from a longer file (`truncated`).
+ */
+export function decodeText(bytes: Uint8Array, truncated: boolean): DecodedText {
+  if (bytes.includes(0)) return { kind: "refused", reason: "binary (contains NUL bytes)" };
+  try {
+    // A fresh decoder when cut: `stream` keeps a character split by the cap from counting as invalid
+    // (it is left out), and leaves state behind in the decoder.
+    return { kind: "text", text: (truncated ? new TextDecoder("utf-8", { fatal: true }) : STRICT_UTF8).decode(bytes, { stream: truncated }) };
+  } catch {
+    return { kind: "refused", reason: "not valid UTF-8" };
+  }
+}
+
+/**
+ * Opens `candidate` contained in `realRoot` AT READ TIME, runs `use` on it and closes it. The
+ * candidate is resolved (it may be a symlink to a file inside the worktree) and must resolve inside,
+ * so that nothing outside is opened but in a race; the resolved path is opened without following
+ * links, checked through its handle to be a regular file, and the path the OPENED DESCRIPTOR has
+ * (every component, as of now) must lie inside the worktree. So a directory on the way swapped for a
+ * symlink that leads out, at any moment before the open, is refused; one swapped after the open does
+ * not matter, since the bytes come from the file that was checked. An error thrown by `use` is a
+ * failed read.
+ */
+function withContained<T>(candidate: string, realRoot: string, use: (fd: number, opened: string, info: Stats) => T): T | Refusal {
   let resolved: string;
   try {
     resolved = realpathSync.native(candidate);
@@ -95,34 +161,7 @@ export function readContained(candidate: string, dir: string, realRoot: string, 
     const opened = openedPath(fd, resolved, info);
     if (opened === undefined) return skip(candidate, "changed while being opened", true);
     if (!isInside(opened, realRoot)) return skip(candidate, `resolves outside the worktree (${opened})`, false);
-    const { bytes, truncated } = readHead(fd, info.size, maxFileBytes);
-    if (bytes.includes(0)) return skip(candidate, "binary (contains NUL bytes)", false);
-    let raw: string;
-    try {
-      // A fresh decoder when cut: `stream` keeps a character split by the cap from counting as invalid
-      // (it is left out), and leaves state behind in the decoder.
-      raw = (truncated ? new TextDecoder("utf-8", { fatal: true }) : STRICT_UTF8).decode(bytes, { stream: truncated });
-    } catch {
-      return skip(candidate, "not valid UTF-8", false);
-    }
-    const { body, frontmatter, error } = parseFrontmatter(raw);
-    const notes: string[] = [];
-    if (error !== undefined) notes.push(`its frontmatter was dropped unused (${error}); the rest of the file is used`);
-    if (truncated) notes.push(`it is ${info.size} bytes; only the first ${maxFileBytes} are used (option maxFileBytes)`);
-    const version: FileVersion = Object.freeze({
-      path: opened,
-      dir,
-      rel: relative(realRoot, opened),
-      raw,
-      body,
-      frontmatter,
-      root: frontmatter.root === true,
-      sha256: createHash("sha256").update(bytes).digest("hex"),
-      size: info.size,
-      truncated,
-      mtimeMs: info.mtimeMs,
-    });
-    return { kind: "file", version, notes, changedMs: info.ctimeMs };
+    return use(fd, opened, info);
   } catch (error) {
     return failure(candidate, error, "could not read");
   } finally {
@@ -158,8 +197,10 @@ function openedPath(fd: number, resolved: string, opened: Stats): string | undef
 
 /** At most `limit` bytes from the start of the file, and whether there was more. */
 function readHead(fd: number, size: number, limit: number): { bytes: Uint8Array; truncated: boolean } {
-  // One byte past the expected end, so a file longer than the cap (or than fstat said) shows as cut.
-  const buffer = Buffer.allocUnsafe(Math.min(size, limit) + 1);
+  // One byte past the cap, so a file longer than the cap shows as cut. A file fstat says is shorter is
+  // read to that size: one byte more would cost a read that only finds the end, and could not show
+  // the file cut anyway (a file grown since fstat has to grow past the cap to be).
+  const buffer = Buffer.allocUnsafe(size < limit ? size : limit + 1);
   let length = 0;
   while (length < buffer.length) {
     const read = readSync(fd, buffer, length, buffer.length - length, length);
@@ -169,7 +210,7 @@ function readHead(fd: number, size: number, limit: number): { bytes: Uint8Array;
   return { bytes: buffer.subarray(0, Math.min(length, limit)), truncated: length > limit };
 }
 
-function failure(candidate: string, error: unknown, doing: string): ReadOutcome {
+function failure(candidate: string, error: unknown, doing: string): Refusal {
   const errno = code(error);
   // Absent, or gone on the way, or a dangling link: not a candidate at all.
   if (errno === "ENOENT" || errno === "ENOTDIR") return ABSENT;
@@ -178,7 +219,7 @@ function failure(candidate: string, error: unknown, doing: string): ReadOutcome 
   return skip(candidate, `${doing} (${errno ?? String(error)})`, transient);
 }
 
-function skip(path: string, reason: string, transient: boolean): ReadOutcome {
+function skip(path: string, reason: string, transient: boolean): Refusal {
   return { kind: "skip", skip: Object.freeze({ path, reason, transient }) };
 }
 

@@ -1,7 +1,8 @@
 import { watch, type FSWatcher } from "node:fs";
 import { basename, dirname, join, relative, sep } from "node:path";
 import type { FileVersion } from "../files/contained.ts";
-import { readContained } from "../files/contained.ts";
+import { decodeText, readContained, readContainedHead } from "../files/contained.ts";
+import { parseFrontmatter } from "../files/frontmatter.ts";
 import { buildWorktreeIndex, contextNamesOf, type WorktreeIndex } from "../files/worktree-index.ts";
 import type { Logger } from "../log.ts";
 import { statPrint } from "../paths.ts";
@@ -39,7 +40,7 @@ const SLICE_MS = 4;
  * `include`: like the rule folders of peers, they always apply, or apply where their `paths` match),
  * `agent` files (offered per message by rank), `manual` files (listed, loaded when pinned). Built
  * from the worktree index (git ls-files, or a walk honouring .gitignore); a file is read whole only
- * when it starts with frontmatter. Kept fresh by a watch of each directory that holds one of these
+ * when the frontmatter at its start may give it such a mode. Kept fresh by a watch of each directory that holds one of these
  * files or may receive a rule file: a change there is read again before the next step asks.
  */
 export class Catalog {
@@ -148,21 +149,10 @@ export class Catalog {
   }
 
   private read(path: string, listed: boolean): Entry | undefined {
-    const rel = relative(this.options.worktree, path).split(sep).join("/");
-    if (!listed && this.index !== undefined && !this.index.mayLoad(rel)) return undefined;
+    if (!listed && this.index !== undefined && !this.index.mayLoad(relative(this.options.worktree, path).split(sep).join("/"))) return undefined;
     const rule = !this.names.has(basename(path));
-    // Only a file that starts with frontmatter can say anything but `touched`: the others cost a 3-byte
-    // read, and a file with frontmatter a read of its head, until its mode says it is one of ours.
-    if (!rule && !this.startsWithFrontmatter(path)) return undefined;
-    const dir = dirname(path);
-    if (!rule) {
-      const head = readContained(path, dir, this.options.worktree, HEAD_BYTES);
-      if (head.kind !== "file") return undefined;
-      // The head tells when it holds the whole file, or a whole frontmatter block; else the file is read whole.
-      const told = !head.version.truncated || Object.keys(head.version.frontmatter).length > 0;
-      if (told && readContract(head.version.frontmatter).include === "touched") return undefined;
-    }
-    const outcome = readContained(path, dir, this.options.worktree, this.options.maxFileBytes);
+    if (!rule && !this.headMayLoad(path)) return undefined;
+    const outcome = readContained(path, dirname(path), this.options.worktree, this.options.maxFileBytes);
     if (outcome.kind !== "file") return undefined;
     let contract = readContract(outcome.version.frontmatter);
     // A rule file that does not say how it loads applies always (where its paths match, if it has some).
@@ -172,10 +162,18 @@ export class Catalog {
     return { file: outcome.version, contract, rule, print: statPrint(path) };
   }
 
-  private startsWithFrontmatter(path: string): boolean {
-    // A contained read of the first bytes: a symlink leading out, a FIFO or a directory is refused as any read is.
-    const head = readContained(path, dirname(path), this.options.worktree, 3);
-    return head.kind === "file" && head.version.raw.startsWith("---");
+  /**
+   * Whether a context file may load by more than a touch, from one read of its head: only a file that
+   * starts with frontmatter can say so, and most files do not (nor say more than `touched` when they
+   * do), so most cost this read alone: no hashing, and no decoding without frontmatter. The read is
+   * contained as any: a symlink leading out, a FIFO or a directory is refused.
+   */
+  private headMayLoad(path: string): boolean {
+    const head = readContainedHead(path, this.options.worktree, HEAD_BYTES);
+    if (head.kind !== "head" || !startsWithDashes(head.bytes)) return false;
+    // A head that is binary or not UTF-8 makes no context file.
+    const text = decodeText(head.bytes, head.truncated);
+    return text.kind === "text" && textMayLoad(text.text, head.truncated);
   }
 
   private watchAll(rels: readonly string[]): void {
@@ -198,6 +196,40 @@ export class Catalog {
       // A directory that cannot be watched is read again when the store sees a change there.
     }
   }
+}
+
+const DASH = 0x2d;
+
+/**
+ * What can make frontmatter name a mode: the keys readContract takes it from (`include`, and Cursor's
+ * `alwaysApply`; YAML and JSON keys are case-sensitive), and what can spell a key without writing it:
+ * a backslash escape (`"incl\x75de"`, an escaped line break inside a key) or a YAML tag
+ * (`? !!binary aW5jbHVkZQ==` is the key "include").
+ */
+const MAY_NAME_MODE = /include|alwaysApply|[\\!]/;
+
+/**
+ * Whether a file whose first bytes are `text` (all of it, or a head cut short: `truncated`) may load by
+ * more than a touch. Frontmatter is parsed only when it may name a mode: its block can only come from
+ * the text before the first line starting with `---` after the opening one (parseFrontmatter takes a
+ * block with such a line inside for content). When the head holds that line, a read of the whole file
+ * (or of its first maxFileBytes) finds the same text there, or no closed block at all: if that text
+ * names no mode, the file is `touched` whatever the rest holds. The gray-matter parse this spares is
+ * most of the cost of a file with frontmatter; tests/rules/catalog.test.ts holds the answer to that
+ * of a parse of every head.
+ */
+export function textMayLoad(text: string, truncated: boolean): boolean {
+  const blockEnd = text.indexOf("\n---");
+  if (blockEnd !== -1 && !MAY_NAME_MODE.test(text.slice(0, blockEnd))) return false;
+  const { frontmatter } = parseFrontmatter(text);
+  // The head tells when it holds the whole file, or a whole frontmatter block; else the file is read whole.
+  const told = !truncated || Object.keys(frontmatter).length > 0;
+  return !told || readContract(frontmatter).include !== "touched";
+}
+
+/** Frontmatter opens with `---` as a file's first bytes. */
+function startsWithDashes(bytes: Uint8Array): boolean {
+  return bytes[0] === DASH && bytes[1] === DASH && bytes[2] === DASH;
 }
 
 /** One ranker doc per file version: the ranker indexes each doc object once. */

@@ -1,0 +1,178 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import fc from "fast-check";
+import { mkdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
+import { parseFrontmatter } from "../../plugin/files/frontmatter.ts";
+import { Catalog, textMayLoad } from "../../plugin/rules/catalog.ts";
+import { readContract } from "../../plugin/rules/contract.ts";
+import { recordingLogger, Scratch } from "../files/helpers.ts";
+
+const scratch = new Scratch();
+const catalogs: Catalog[] = [];
+afterEach(() => {
+  for (const catalog of catalogs.splice(0)) catalog.dispose();
+  scratch.cleanup();
+});
+const HEAD = 4096;
+
+async function build(worktree: string, maxFileBytes = 128 * 1024): Promise<Catalog> {
+  const catalog = await Catalog.build({
+    worktree,
+    fileNames: ["AGENTS.md", "CLAUDE.md"],
+    rules: [".opencode/rules/**/*.md"],
+    maxEntries: 10_000,
+    maxFileBytes,
+    watch: false,
+    log: recordingLogger(),
+  });
+  catalogs.push(catalog);
+  return catalog;
+}
+
+/** Worktree-relative path → include mode, of every entry. */
+function modes(catalog: Catalog): Record<string, string> {
+  return Object.fromEntries([...catalog.all].map((entry) => [entry.file.rel, entry.contract.include]));
+}
+
+const block = (yaml: string) => `---\n${yaml}\n---\n`;
+
+describe("catalog: which context files are entries", () => {
+  test("always, agent and manual files are; touched and plain files are not; rule files apply always unless they say", async () => {
+    const root = scratch.dir();
+    scratch.write(root, {
+      "a/AGENTS.md": `${block("include: always")}# a\n`,
+      "b/AGENTS.md": `${block("include: agent\ndescription: payments")}# b\n`,
+      "c/CLAUDE.md": `${block("alwaysApply: false")}# c (Cursor's manual)\n`,
+      "d/AGENTS.md": `${block("include: touched")}# d\n`,
+      "e/AGENTS.md": `${block("description: no mode")}# e\n`,
+      "f/AGENTS.md": "# f\nno frontmatter at all\n",
+      "g/AGENTS.md": "--- a rule, not frontmatter\ninclude: always\n",
+      ".opencode/rules/plain.md": "# rule\n",
+      ".opencode/rules/touched.md": `${block("include: touched\npaths: src/**")}# rule\n`,
+    });
+    expect(modes(await build(root))).toEqual({ "a/AGENTS.md": "always", "b/AGENTS.md": "agent", "c/CLAUDE.md": "manual", ".opencode/rules/plain.md": "always" });
+  });
+
+  test("a mode spelled without its key's letters (an escape, a YAML tag) is still found", async () => {
+    const root = scratch.dir();
+    scratch.write(root, {
+      "escape/AGENTS.md": `${block('"incl\\x75de": always')}# escape\n`,
+      "broken-line/AGENTS.md": `${block('? "incl\\\n  ude"\n: manual')}# a key over two lines, joined by an escaped line break\n`,
+      "tag/AGENTS.md": `${block("? !!binary aW5jbHVkZQ==\n: always")}# binary key\n`,
+      "alias/AGENTS.md": `${block("<<: {include: agent}\ndescription: merged")}# merge key\n`,
+    });
+    expect(modes(await build(root))).toEqual({ "escape/AGENTS.md": "always", "broken-line/AGENTS.md": "manual", "tag/AGENTS.md": "always", "alias/AGENTS.md": "agent" });
+  });
+
+  test("frontmatter longer than the head: the mode is read from the whole file", async () => {
+    const root = scratch.dir();
+    const pad = `notes: "${"x".repeat(HEAD)}"`;
+    scratch.write(root, {
+      "mode-after/AGENTS.md": `${block(`${pad}\ninclude: always`)}# mode past the head\n`,
+      "mode-before/AGENTS.md": `${block(`include: manual\n${pad}`)}# block closing past the head\n`,
+      "no-mode/AGENTS.md": `${block(`description: long\n${pad}`)}# long, touched\n`,
+      "not-closed/AGENTS.md": `---\n${pad}\ninclude: always\n# never closed: all content\n`,
+    });
+    expect(modes(await build(root))).toEqual({ "mode-after/AGENTS.md": "always", "mode-before/AGENTS.md": "manual" });
+  });
+
+  test("a head cut inside a multi-byte character is read on; a head that is binary or not UTF-8 is no entry", async () => {
+    const root = scratch.dir();
+    const always = block("include: always");
+    scratch.write(root, { "cut/AGENTS.md": `${always}${"a".repeat(HEAD - always.length - 1)}€ and the rest\n` });
+    mkdirSync(join(root, "latin1"));
+    writeFileSync(join(root, "latin1/AGENTS.md"), Buffer.concat([Buffer.from(always), Buffer.from([0xe9, 0x0a])]));
+    mkdirSync(join(root, "nul"));
+    writeFileSync(join(root, "nul/AGENTS.md"), Buffer.concat([Buffer.from(always), Buffer.from([0x00, 0x0a])]));
+    expect(modes(await build(root))).toEqual({ "cut/AGENTS.md": "always" });
+  });
+
+  test("hostile candidates are refused without a hang: links out (file, directory on the way), a FIFO, a directory named AGENTS.md", async () => {
+    const root = scratch.dir();
+    const outside = scratch.dir();
+    const always = `${block("include: always")}OUTSIDE\n`;
+    scratch.write(outside, { "AGENTS.md": always, "deep/AGENTS.md": always });
+    scratch.write(root, { "inside/AGENTS.md": `${block("include: always")}inside\n` });
+    mkdirSync(join(root, "file-link"));
+    symlinkSync(join(outside, "AGENTS.md"), join(root, "file-link/AGENTS.md"));
+    symlinkSync(outside, join(root, "dir-link"));
+    mkdirSync(join(root, "fifo"));
+    expect(spawnSync("mkfifo", [join(root, "fifo/AGENTS.md")]).status).toBe(0);
+    mkdirSync(join(root, "dir/AGENTS.md"), { recursive: true });
+    const catalog = await build(root);
+    // What a watch would report: each is considered as a listed file is.
+    for (const rel of ["file-link/AGENTS.md", "dir-link/AGENTS.md", "dir-link/deep/AGENTS.md", "fifo/AGENTS.md", "dir/AGENTS.md"]) catalog.changed(join(root, rel));
+    expect(modes(catalog)).toEqual({ "inside/AGENTS.md": "always" });
+    for (const entry of catalog.all) expect(entry.file.raw).not.toContain("OUTSIDE");
+  });
+
+  test("an entry whose file is replaced by a symlink out is dropped when read again, not followed", async () => {
+    const root = scratch.dir();
+    const outside = scratch.dir();
+    scratch.write(outside, { "AGENTS.md": `${block("include: always")}OUTSIDE\n` });
+    scratch.write(root, { "a/AGENTS.md": `${block("include: always")}inside\n` });
+    const catalog = await build(root);
+    expect(modes(catalog)).toEqual({ "a/AGENTS.md": "always" });
+    rmSync(join(root, "a/AGENTS.md"));
+    symlinkSync(join(outside, "AGENTS.md"), join(root, "a/AGENTS.md"));
+    catalog.refresh();
+    expect(modes(catalog)).toEqual({});
+  });
+});
+
+describe("catalog: what a file's head tells of its mode (textMayLoad)", () => {
+  /**
+   * Frontmatter-like text, mostly well formed: keys spelled plainly, escaped, tagged or merged, lists
+   * below a key (`- a` lines), stray delimiters, both line ends, and a body that may repeat any of it.
+   */
+  const key = fc.constantFrom("include", "alwaysApply", '"incl\\x75de"', '"\\u0069nclude"', "'include'", "Include", "description", "globs", "root", "notes");
+  const value = fc.constantFrom("always", "agent", "manual", "touched", "true", "false", "x", "[a, b]", "|\n  ---\n  include: always", '"a\\"');
+  const line = fc.oneof(
+    { weight: 4, arbitrary: fc.tuple(key, value).map(([k, v]) => `${k}: ${v}`) },
+    { weight: 2, arbitrary: fc.tuple(key, fc.constantFrom("\n- ", "\n  - ", "\n-\n  ")).map(([k, item]) => `${k}:${item}a`) },
+    {
+      weight: 2,
+      arbitrary: fc.constantFrom(
+        "? !!binary aW5jbHVkZQ==\n: always",
+        "? !!binary YWx3YXlzQXBwbHk=\n: true",
+        '? "incl\\\n  ude"\n: manual',
+        "<<: {include: agent}",
+        '{"\\u0069nclude": "agent", "description": "d"}',
+      ),
+    },
+    { weight: 1, arbitrary: fc.constantFrom("---", "----", "--- x", "-", "#", "") },
+  );
+  const fileText = fc
+    .record({
+      opening: fc.constantFrom("---", "---", "---", "--- ", "---yaml", "---json", "----", "--"),
+      lines: fc.array(line, { maxLength: 6 }),
+      end: fc.constantFrom("\n", "\r\n"),
+      closing: fc.constantFrom("---", "---", "---", "--- ", "---x", "----", ""),
+      body: fc.array(fc.constantFrom("text ", "include: always", "\n", "\n---\n", "é", "!", "\\"), { maxLength: 8 }),
+    })
+    .map(({ opening, lines, end, closing, body }) => [opening, ...lines, closing].join(end) + end + body.join(""));
+  const modeOf = (text: string) => readContract(parseFrontmatter(text).frontmatter).include;
+  /** The catalog before textMayLoad: a parse of every head with frontmatter, the file read whole unless the head tells. */
+  const parsedHeadMayLoad = (head: string, truncated: boolean) => {
+    const { frontmatter } = parseFrontmatter(head);
+    const told = !truncated || Object.keys(frontmatter).length > 0;
+    return !told || readContract(frontmatter).include !== "touched";
+  };
+
+  test("the same entries as a parse of every head: a head passed over unparsed belongs to a touched file", () => {
+    fc.assert(
+      fc.property(fileText, fc.nat(), fc.nat(), (text, headCut, readCut) => {
+        const head = text.slice(0, headCut % (text.length + 1));
+        const truncated = head.length < text.length;
+        // The whole read stops at maxFileBytes: anywhere, even short of the head.
+        const whole = text.slice(0, readCut % (text.length + 1));
+        const entry = (mayLoad: boolean) => mayLoad && modeOf(whole) !== "touched";
+        expect(entry(textMayLoad(head, truncated))).toBe(entry(parsedHeadMayLoad(head, truncated)));
+        // Never a read more than before.
+        if (!parsedHeadMayLoad(head, truncated)) expect(textMayLoad(head, truncated)).toBe(false);
+      }),
+      { numRuns: 10_000 },
+    );
+  });
+});
