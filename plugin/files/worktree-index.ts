@@ -1,10 +1,10 @@
-import { spawn } from "node:child_process";
 import { constants, type Dirent } from "node:fs";
 import { open, opendir } from "node:fs/promises";
+import { createRequire } from "node:module";
 import { homedir } from "node:os";
 import { extname, join, posix, resolve } from "node:path";
 import ignore, { type Ignore } from "ignore";
-import picomatch from "picomatch";
+import type picomatch from "picomatch";
 
 export interface IndexOptions {
   /** Real absolute path of the worktree: every path of the index is relative to it. */
@@ -76,7 +76,7 @@ const MAX_GLOBSTARS = 3;
 const FILL_SLICE_MS = 4;
 /** Directories the walk reads at once. */
 const WALK_CONCURRENCY = 16;
-/** Verdicts remembered per index; past it they are forgotten together (each is cheap to compute again). */
+/** Directory verdicts remembered per index; past it they are forgotten together (each is cheap to compute again). */
 const MAX_VERDICTS = 8_192;
 /**
  * What a name that is not valid UTF-8 decodes to: such a file cannot be opened through a JS string,
@@ -138,6 +138,12 @@ function candidateClassifier(names: ReturnType<typeof contextNamesOf>, rules: re
 
 const isMarkdown = (name: string): boolean => name.length > 3 && name.slice(-3).toLowerCase() === ".md";
 
+/** A candidate as listed: its worktree-relative path (normalized, within reach) and its kind. */
+interface Candidate {
+  readonly rel: string;
+  readonly kind: Kind;
+}
+
 /**
  * One matcher per glob, so one bad glob costs only itself. `dot`: rule files under dot directories
  * (`.opencode/rules/.team/x.md`) are found by `**`; `strictBrackets`: an unbalanced bracket is an
@@ -151,7 +157,7 @@ function compileRules(globs: readonly string[], log: Log): ((rel: string) => boo
       continue;
     }
     try {
-      matchers.push(picomatch(glob, { dot: true, strictBrackets: true }));
+      matchers.push(simpleGlobMatcher(glob) ?? loadPicomatch()(glob, PICOMATCH_OPTIONS));
     } catch (error) {
       log("warn", `rules glob "${glob}" ignored: ${messageOf(error)}`);
     }
@@ -159,13 +165,78 @@ function compileRules(globs: readonly string[], log: Log): ((rel: string) => boo
   return matchers;
 }
 
+const PICOMATCH_OPTIONS = { dot: true, strictBrackets: true };
+
+let picomatchModule: typeof picomatch | undefined;
+
+/**
+ * picomatch, loaded on first use: loading and compiling it was most of the index's start-up cost, and
+ * the usual rules globs do without it (simpleGlobMatcher).
+ */
+function loadPicomatch(): typeof picomatch {
+  picomatchModule ??= createRequire(import.meta.url)("picomatch") as typeof picomatch;
+  return picomatchModule;
+}
+
+const LINE_TERMINATOR = /[\n\r\u2028\u2029]/;
+
+/**
+ * The matcher of a glob made of segments of letters, digits, `_`, `-`, `.` and `*`, and whole `**`
+ * segments (the usual rules globs), that answers as picomatch does (with PICOMATCH_OPTIONS, for a
+ * normalized worktree-relative path) without loading it; tested against it on generated globs and
+ * paths. picomatch's quirks kept: a trailing `/**` after a segment that ends in `*` does not match
+ * that segment alone (`a*` then `/**` does not match `ab`). Left to picomatch: a glob ending in a lone
+ * `*` (its `*.*` does not match `a.`), and a path holding a line terminator (which its `**` does not
+ * cross, nor, in some of its patterns only, a segment's first `*` start with). Undefined for any
+ * other glob.
+ */
+function simpleGlobMatcher(glob: string): ((rel: string) => boolean) | undefined {
+  const given = glob.split("/");
+  const simple = given.every((segment) => segment === "**" || (/^[\w.*-]+$/.test(segment) && !segment.includes("**") && segment !== "." && segment !== ".."));
+  if (!simple || /(^|[^*])\*$/.test(glob)) return undefined;
+  const segments = given.filter((segment, i) => segment !== "**" || given[i + 1] !== "**");
+  let source = "";
+  segments.forEach((segment, i) => {
+    const previous = segments[i - 1];
+    if (segment !== "**") {
+      const separator = previous === undefined || (i === 1 && previous === "**") ? "" : "/";
+      source += separator + segment.split("*").map(escapeRegExp).join("[^/]*");
+    } else if (i === segments.length - 1) {
+      source += previous === undefined ? ".*" : previous.endsWith("*") ? "/.*" : "(?:/.*)?";
+    } else {
+      // Any number of whole segments: none too, so `rules/**/*.md` matches `rules/a.md`.
+      source += previous === undefined ? "(?:[^/]+/)*" : "(?:/[^/]+)*";
+    }
+  });
+  const pattern = new RegExp(`^${source}$`);
+  let exact: ((rel: string) => boolean) | undefined;
+  return (rel) => (LINE_TERMINATOR.test(rel) ? (exact ??= loadPicomatch()(glob, PICOMATCH_OPTIONS))(rel) : pattern.test(rel));
+}
+
+const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
 // ---- ignore rules ----
+
+/** A directory's .gitignore rules, and the directory they are relative to ("" or "a/b/"). */
+interface GitignoreList {
+  readonly dir: string;
+  readonly rules: Ignore;
+}
+
+/** What is known of a directory ("" or "a/b/") once asked about. */
+interface DirectoryVerdict {
+  /** It, or a directory above it, is ignored. */
+  readonly ignored: boolean;
+  /** The .gitignore lists that judge the paths in it, deepest first (shared with its parent when it has none). */
+  readonly lists: readonly GitignoreList[];
+}
 
 /** The .gitignore rules of a worktree, answered as git does, from memory. */
 class IgnoreRules {
   /** Repository-relative directory ("" or "a/b/") → the rules of its .gitignore. */
   private readonly perDirectory = new Map<string, Ignore>();
-  private readonly verdicts = new Map<string, boolean>();
+  /** The files of a directory share its verdict and lists: each is worked out once. */
+  private readonly directories = new Map<string, DirectoryVerdict>();
 
   /**
    * `prefix`: the worktree's path in its repository ("" or "sub/dir/"). `repositoryWide`: rule lists
@@ -180,7 +251,7 @@ class IgnoreRules {
   /** The rules of the .gitignore in repository-relative directory `dir` ("" or "a/b/"). */
   add(dir: string, rules: Ignore): void {
     this.perDirectory.set(dir, rules);
-    this.verdicts.clear();
+    this.directories.clear();
   }
 
   /**
@@ -189,32 +260,40 @@ class IgnoreRules {
    */
   isIgnored(rel: string): boolean {
     const path = this.prefix + rel;
-    if (path === "") return false;
-    for (let slash = path.indexOf("/"); slash !== -1 && slash < path.length - 1; slash = path.indexOf("/", slash + 1)) {
-      if (this.verdict(path.slice(0, slash + 1))) return true;
+    if (path === "" || (this.perDirectory.size === 0 && this.repositoryWide.length === 0)) return false;
+    if (path.endsWith("/")) return this.directory(path).ignored;
+    const parent = this.directory(parentOf(path));
+    return parent.ignored || this.decide(path, parent.lists);
+  }
+
+  private directory(dir: string): DirectoryVerdict {
+    const known = this.directories.get(dir);
+    if (known !== undefined) return known;
+    const rules = this.perDirectory.get(dir);
+    let verdict: DirectoryVerdict;
+    if (dir === "") {
+      verdict = { ignored: false, lists: rules === undefined ? [] : [{ dir, rules }] };
+    } else {
+      const parent = this.directory(parentOf(dir));
+      verdict = {
+        ignored: parent.ignored || this.decide(dir, parent.lists),
+        lists: rules === undefined ? parent.lists : [{ dir, rules }, ...parent.lists],
+      };
     }
-    return this.verdict(path);
+    if (this.directories.size >= MAX_VERDICTS) this.directories.clear();
+    this.directories.set(dir, verdict);
+    return verdict;
   }
 
   /**
-   * One path's own verdict (its directories already known not to be ignored): the lists are consulted
-   * deepest .gitignore first, then the repository-wide ones; the first with a rule matching the path
-   * decides, and within a list the last matching rule does.
+   * One path's own verdict (its directories known not to be ignored): the lists of the .gitignore files
+   * above it are consulted deepest first, then the repository-wide ones; the first with a rule matching
+   * the path decides, and within a list the last matching rule does.
    */
-  private verdict(path: string): boolean {
-    const known = this.verdicts.get(path);
-    if (known !== undefined) return known;
-    const decided = this.decide(path);
-    if (this.verdicts.size >= MAX_VERDICTS) this.verdicts.clear();
-    this.verdicts.set(path, decided);
-    return decided;
-  }
-
-  private decide(path: string): boolean {
-    for (const dir of directoriesAbove(path)) {
-      const rules = this.perDirectory.get(dir);
-      const result = rules && this.ownResult(rules, path.slice(dir.length));
-      if (result?.ignored || result?.unignored) return result.ignored;
+  private decide(path: string, lists: readonly GitignoreList[]): boolean {
+    for (const { dir, rules } of lists) {
+      const result = this.ownResult(rules, path.slice(dir.length));
+      if (result.ignored || result.unignored) return result.ignored;
     }
     for (const rules of this.repositoryWide) {
       const result = this.ownResult(rules, path);
@@ -225,19 +304,28 @@ class IgnoreRules {
 
   /**
    * What the rules of ONE list say of `path` itself. `ignore` lets a directory above the path that the
-   * list ignores decide; when a deeper .gitignore re-included that directory (`!build/`), git looks at
-   * the path's own name instead. Then the list is asked again with those directories re-included
-   * (an anchored `!/dir/` matches that directory only): rare, so built on demand.
+   * list ignores decide (so only an "ignored" answer may be its); when a deeper .gitignore re-included
+   * that directory (`!build/`), git looks at the path's own name instead. Then the list is asked again
+   * with those directories re-included (an anchored `!/dir/` matches that directory only): rare, so
+   * built on demand.
    */
   private ownResult(rules: Ignore, path: string): ReturnType<Ignore["test"]> {
-    const parent = directoriesAbove(path)[0] ?? "";
-    if (parent === "" || !rules.test(parent).ignored) return rules.test(path);
+    const result = rules.test(path);
+    if (!result.ignored) return result;
+    const parent = parentOf(path);
+    if (parent === "" || !rules.test(parent).ignored) return result;
     const reincluded = ignore({ ignorecase: this.ignoreCase }).add(rules);
     for (let slash = parent.indexOf("/"); slash !== -1; slash = parent.indexOf("/", slash + 1)) {
       reincluded.add({ pattern: `!/${escapeWildmatch(parent.slice(0, slash))}/` });
     }
     return reincluded.test(path);
   }
+}
+
+/** The directory that holds `path` ("a/b/c" or "a/b/c/"): "a/b/", or "" at the top. */
+function parentOf(path: string): string {
+  const end = path.lastIndexOf("/", path.length - 2);
+  return end > 0 ? path.slice(0, end + 1) : "";
 }
 
 /** The directories that hold `path` ("a/b/c" or "a/b/c/"), deepest first: "a/b/", "a/", "". */
@@ -258,24 +346,27 @@ export function escapeWildmatch(text: string): string {
 }
 
 /**
- * The rule list of one ignore file's text. Git skips a UTF-8 BOM. A pattern `ignore` cannot compile,
- * or one too costly to match (see MAX_GLOBSTARS), is left out and reported.
+ * The rule list of one ignore file's text, or undefined when it has no pattern (a list that cannot match
+ * is not asked about every path). Git skips a UTF-8 BOM. A pattern `ignore` cannot compile, or one too
+ * costly to match (see MAX_GLOBSTARS), is left out and reported.
  */
-function parseIgnoreFile(text: string, ignoreCase: boolean, where: string, log: Log): Ignore {
+function parseIgnoreFile(text: string, ignoreCase: boolean, where: string, log: Log): Ignore | undefined {
   const rules = ignore({ ignorecase: ignoreCase });
+  let patterns = 0;
   for (const line of text.replace(/^\uFEFF/, "").split(/\r?\n/)) {
-    if (line.startsWith("#")) continue;
+    if (line === "" || line.startsWith("#")) continue;
     if ((line.match(/\*\*/g)?.length ?? 0) > MAX_GLOBSTARS) {
       log("warn", `${where}: pattern "${line.slice(0, 200)}" left out: more than ${MAX_GLOBSTARS} "**" are too costly to match`);
       continue;
     }
     try {
       rules.add(line);
+      patterns++;
     } catch (error) {
       log("warn", `${where}: pattern "${line.slice(0, 200)}" left out (${messageOf(error)})`);
     }
   }
-  return rules;
+  return patterns === 0 ? undefined : rules;
 }
 
 /**
@@ -291,10 +382,19 @@ async function readIgnoreFile(path: string, followLinks: boolean, log: Log): Pro
     return undefined;
   }
   try {
-    if (!(await handle.stat()).isFile()) return undefined;
-    const buffer = Buffer.alloc(MAX_IGNORE_FILE_BYTES + 1);
+    const stat = await handle.stat();
+    if (!stat.isFile()) return undefined;
+    // Sized by the file, not the limit (16 reads at once of 1 MiB each would be most of the index's
+    // memory); one byte more shows whether it grew since, and then the buffer grows.
+    let buffer = Buffer.allocUnsafe(Math.min(stat.size, MAX_IGNORE_FILE_BYTES) + 1);
     let length = 0;
-    while (length < buffer.length) {
+    for (;;) {
+      if (length === buffer.length) {
+        if (length > MAX_IGNORE_FILE_BYTES) break;
+        const grown = Buffer.allocUnsafe(Math.min(length * 2, MAX_IGNORE_FILE_BYTES + 1));
+        buffer.copy(grown);
+        buffer = grown;
+      }
       const { bytesRead } = await handle.read(buffer, length, buffer.length - length, length);
       if (bytesRead === 0) break;
       length += bytesRead;
@@ -314,7 +414,7 @@ async function readIgnoreFile(path: string, followLinks: boolean, log: Log): Pro
 interface Listing {
   readonly source: "git" | "walk";
   /** Every candidate seen, before ignore rules are applied. */
-  readonly candidates: readonly string[];
+  readonly candidates: readonly Candidate[];
   readonly rules: IgnoreRules;
   readonly truncated: boolean;
   readonly why: string;
@@ -372,7 +472,7 @@ async function listWithGit(
   log: Log,
 ): Promise<Listing | undefined> {
   const git = new GitRunner(options.worktree, options.gitTimeoutMs ?? GIT_TIMEOUT_MS);
-  const candidates: string[] = [];
+  const candidates: Candidate[] = [];
   const gitignores: string[] = [];
   let tooDeep = false;
   const take = (rel: string): void => {
@@ -382,58 +482,50 @@ async function listWithGit(
       return;
     }
     if (rel === ".gitignore" || rel.endsWith("/.gitignore")) gitignores.push(rel);
-    if (classify(rel) !== undefined) candidates.push(rel);
+    const kind = classify(rel);
+    if (kind !== undefined) candidates.push({ rel, kind });
   };
   // Pathspecs are relative to the worktree (git's cwd); glob magic so `**/` crosses directories.
   const ignoredPathspecs = [...localNames, ".gitignore"].map((name) => `:(glob)**/${escapeWildmatch(name)}`);
   const listedPathspecs = candidatePathspecs(options);
-  const [layout, excludesFile, ignoreCase, tracked, ignored] = await Promise.all([
-    git.output(["rev-parse", "--show-toplevel", "--show-prefix", "--git-path", "info/exclude"]),
-    git.output(["config", "--get", "--type=path", "core.excludesFile"]),
-    git.output(["config", "--get", "--type=bool", "core.ignoreCase"]),
+  // The listings first: they walk the worktree, the longest part.
+  const [tracked, ignored, layout, config] = await Promise.all([
     git.list(["ls-files", "-z", "--cached", "--others", "--exclude-standard", ...(listedPathspecs === undefined ? [] : ["--", ...listedPathspecs])], budget, take),
     // Local variants are usually ignored, and a .gitignore may ignore itself (`*` in .venv/.gitignore) yet
     // applies: both are asked for among ignored files. --directory keeps git out of ignored directories.
     git.list(["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory", "--", ...ignoredPathspecs], budget, take),
+    git.output(["rev-parse", "--show-toplevel", "--show-prefix", "--git-path", "info/exclude"]),
+    readIgnoreConfig(git),
   ]);
-  // `git config --get` exits with 1 when the key is not set: that is an answer, not a failure.
-  const failed = [layout, tracked, ignored, excludesFile, ignoreCase].find((run): run is GitFailure => !run.ok && run.code !== 1);
+  const failed = [tracked, ignored, layout, config].find((run) => !run.ok);
   const lines = layout.ok ? layout.stdout.split("\n") : [];
-  if (failed !== undefined || lines.length !== 4) {
+  if (!config.ok || failed !== undefined || lines.length !== 4) {
     log("info", `worktree index: git did not list the worktree (${failed?.why ?? "unexpected rev-parse output"}); walking it instead`);
     return undefined;
   }
   const [toplevel = "", prefix = "", excludePath = ""] = lines;
-  const caseless = ignoreCase.ok && ignoreCase.stdout.trim() === "true";
-  const userFile = excludesFile.ok ? excludesFile.stdout.replace(/\n$/, "") : defaultExcludesFile();
-  const repositoryWide = await Promise.all([
-    readIgnoreFile(resolve(options.worktree, excludePath), true, log),
-    userFile === undefined ? undefined : readIgnoreFile(resolve(options.worktree, userFile), true, log),
-  ]);
-  const rules = new IgnoreRules(
-    prefix,
-    repositoryWide.flatMap((text, i) => (text === undefined ? [] : [parseIgnoreFile(text, caseless, i === 0 ? excludePath : (userFile ?? ""), log)])),
-    caseless,
-  );
+  const userFile = config.excludesFile ?? defaultExcludesFile();
   // The .gitignore files of the directories above the worktree (up to the repository's top) apply too.
   const above = prefix === "" ? [] : directoriesAbove(prefix);
-  await readGitignores(
-    [...above.map((dir) => ({ dir, path: join(toplevel, dir, ".gitignore") })), ...gitignores.map((rel) => ({ dir: prefix + rel.slice(0, -".gitignore".length), path: join(options.worktree, rel) }))],
-    rules,
-    caseless,
-    log,
-  );
+  const gitignoreFiles = [
+    ...above.map((dir) => ({ dir, path: join(toplevel, dir, ".gitignore") })),
+    ...gitignores.map((rel) => ({ dir: prefix + rel.slice(0, -".gitignore".length), path: join(options.worktree, rel) })),
+  ];
+  const [excludeText, userText, gitignoreTexts] = await Promise.all([
+    readIgnoreFile(resolve(options.worktree, excludePath), true, log),
+    userFile === undefined ? undefined : readIgnoreFile(resolve(options.worktree, userFile), true, log),
+    inBatches(gitignoreFiles, WALK_CONCURRENCY, (file) => readIgnoreFile(file.path, false, log)),
+  ]);
+  const parse = (text: string | undefined, where: string): Ignore | undefined =>
+    text === undefined ? undefined : parseIgnoreFile(text, config.ignoreCase, where, log);
+  const repositoryWide = [parse(excludeText, excludePath), parse(userText, userFile ?? "")].filter((list) => list !== undefined);
+  const rules = new IgnoreRules(prefix, repositoryWide, config.ignoreCase);
+  gitignoreFiles.forEach((file, i) => {
+    const list = parse(gitignoreTexts[i], file.path);
+    if (list !== undefined) rules.add(file.dir, list);
+  });
   const why = budget.overflowed ? `git listed more than maxEntries (${options.maxEntries}) paths` : `paths deeper than ${MAX_DEPTH} levels are left out`;
   return { source: "git", candidates, rules, truncated: budget.overflowed || tooDeep, why };
-}
-
-/** Reads the given .gitignore files, a few at a time, into `rules`. */
-async function readGitignores(files: readonly { dir: string; path: string }[], rules: IgnoreRules, ignoreCase: boolean, log: Log): Promise<void> {
-  const texts = await inBatches(files, WALK_CONCURRENCY, (file) => readIgnoreFile(file.path, false, log));
-  files.forEach((file, i) => {
-    const text = texts[i];
-    if (text !== undefined) rules.add(file.dir, parseIgnoreFile(text, ignoreCase, file.path, log));
-  });
 }
 
 async function inBatches<T, R>(items: readonly T[], size: number, work: (item: T) => Promise<R>): Promise<R[]> {
@@ -450,6 +542,55 @@ function defaultExcludesFile(): string | undefined {
   return home ? join(home, ".config", "git", "ignore") : undefined;
 }
 
+/** What git's configuration says of ignoring. */
+interface IgnoreConfig {
+  readonly ok: true;
+  /** core.excludesFile as git expands it; undefined when not set. */
+  readonly excludesFile: string | undefined;
+  readonly ignoreCase: boolean;
+}
+
+/**
+ * core.excludesFile and core.ignoreCase in one git process (one spawn fewer on the start-up path).
+ * `--type=path` expands `~/`, `~user/` and `%(prefix)/` in core.excludesFile as `git config --get
+ * --type=path` does; core.ignoreCase comes out as written, and git's boolean words are read here. A
+ * number, or a key written without a value (which `--type=path` refuses), is rare: then each key is
+ * asked on its own, typed, and git's answers (or failures) are taken as they are.
+ */
+async function readIgnoreConfig(git: GitRunner): Promise<IgnoreConfig | GitFailure> {
+  // `git config` exits with 1 when no key is set: that is an answer, not a failure.
+  const both = await git.output(["config", "-z", "--type=path", "--get-regexp", "^core\\.(excludesfile|ignorecase)$"]);
+  if (both.ok || both.code === 1) {
+    // "key\nvalue\0" for each value; the last value of a key is the one git uses.
+    const values = new Map<string, string>();
+    for (const entry of both.ok ? both.stdout.split("\0") : []) {
+      const newline = entry.indexOf("\n");
+      if (newline !== -1) values.set(entry.slice(0, newline), entry.slice(newline + 1));
+    }
+    const written = values.get("core.ignorecase");
+    const ignoreCase = written === undefined ? false : booleanWord(written);
+    if (ignoreCase !== undefined) return { ok: true, excludesFile: values.get("core.excludesfile"), ignoreCase };
+  }
+  const [excludesFile, ignoreCase] = await Promise.all([
+    git.output(["config", "--get", "--type=path", "core.excludesFile"]),
+    git.output(["config", "--get", "--type=bool", "core.ignoreCase"]),
+  ]);
+  for (const run of [excludesFile, ignoreCase]) if (!run.ok && run.code !== 1) return run;
+  return {
+    ok: true,
+    excludesFile: excludesFile.ok ? excludesFile.stdout.replace(/\n$/, "") : undefined,
+    ignoreCase: ignoreCase.ok && ignoreCase.stdout.trim() === "true",
+  };
+}
+
+/** git's boolean words (`git config --type=bool`, case-insensitive); undefined for anything else. */
+function booleanWord(value: string): boolean | undefined {
+  const word = value.toLowerCase();
+  if (word === "true" || word === "yes" || word === "on") return true;
+  if (word === "false" || word === "no" || word === "off" || word === "") return false;
+  return undefined;
+}
+
 interface GitFailure {
   readonly ok: false;
   readonly code: number | null;
@@ -457,11 +598,51 @@ interface GitFailure {
 }
 type GitResult = { readonly ok: true; readonly stdout: string } | GitFailure;
 
+/** A running git, as either spawn back-end gives it. */
+interface GitProcess {
+  readonly stdout: AsyncIterable<Uint8Array>;
+  readonly stderr: AsyncIterable<Uint8Array>;
+  /** The exit code, null when a signal ended git; rejects when git could not be started. */
+  readonly exited: Promise<number | null>;
+  kill(): void;
+}
+
+/**
+ * Bun.spawn where it exists (OpenCode runs plugins on Bun): measured here, four gits through it cost
+ * ~5 MiB and 7-10 ms each, through node:child_process ~30 MiB and 13-16 ms each. node:child_process
+ * elsewhere: the `explain` CLI runs on Node.
+ */
+const launchGit: (args: readonly string[], cwd: string) => GitProcess | Promise<GitProcess> = typeof Bun === "undefined" ? launchWithNode : launchWithBun;
+
+function launchWithBun(args: readonly string[], cwd: string): GitProcess {
+  // `env`: by default Bun.spawn passes the environment the process started with, not process.env as it is now.
+  const child = Bun.spawn(["git", ...args], { cwd, env: process.env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  return { stdout: child.stdout, stderr: child.stderr, exited: child.exited.then(() => child.exitCode), kill: () => child.kill("SIGKILL") };
+}
+
+async function launchWithNode(args: readonly string[], cwd: string): Promise<GitProcess> {
+  // Loaded on first use: Bun never needs it.
+  const { spawn } = await import("node:child_process");
+  const child = spawn("git", args, { cwd, stdio: ["ignore", "pipe", "pipe"] });
+  const exited = new Promise<number | null>((resolve, reject) => {
+    // Never started (git absent): "error" is all there is to wait for. A started git ends with "close".
+    child.on("error", (error) => {
+      if (child.pid === undefined) reject(error);
+    });
+    child.once("close", (code) => resolve(code));
+  });
+  return { stdout: child.stdout, stderr: child.stderr, exited, kill: () => child.kill("SIGKILL") };
+}
+
 /** Runs git commands in the worktree, all under one deadline: past it, every one still running is killed. */
 class GitRunner {
   private readonly deadline: AbortSignal;
-  /** Spawns run one per event-loop task: each costs a few ms of the loop, five at once a stall. */
-  private spawned: Promise<void> = Promise.resolve();
+  /**
+   * Spawns start one per event-loop turn: a spawn holds the loop until git has started (Bun.spawn:
+   * ~0.6 ms on an idle machine, 2 ms and more on a busy one), so four in one task stall it for up to
+   * ~10 ms. setImmediate, unlike a timer, adds no delay.
+   */
+  private turn: Promise<void> = Promise.resolve();
   constructor(
     private readonly cwd: string,
     timeoutMs: number,
@@ -471,11 +652,13 @@ class GitRunner {
 
   /** A short command's whole output. */
   output(args: readonly string[]): Promise<GitResult> {
-    let stdout = "";
+    const chunks: Buffer[] = [];
+    let bytes = 0;
     return this.run(args, (chunk) => {
-      stdout += chunk.toString("utf8");
-      return stdout.length < MAX_PATH_BYTES;
-    }).then((result) => (result.ok ? { ...result, stdout } : result));
+      chunks.push(chunk);
+      bytes += chunk.length;
+      return bytes < MAX_PATH_BYTES;
+    }).then((result) => (result.ok ? { ...result, stdout: Buffer.concat(chunks).toString("utf8") } : result));
   }
 
   /** A `-z` listing, path by path, without holding the whole output. Stops (killing git) once `budget` is spent. */
@@ -495,54 +678,58 @@ class GitRunner {
   }
 
   /**
-   * Spawns git (no shell) and feeds its stdout to `onData`, which answers whether to go on (`false`: the
-   * output is refused, a failure; "stop": enough was read, a success).
+   * Starts git (no shell) and feeds its stdout to `onData`, which answers whether to go on (`false`: the
+   * output is refused, a failure; "stop": enough was read, a success). Either ends git at once.
    */
-  private run(args: readonly string[], onData: (chunk: Buffer) => boolean | "stop"): Promise<GitResult> {
-    const turn = this.spawned.then(() => new Promise<void>((resolve) => setTimeout(resolve, 0)));
-    this.spawned = turn;
-    return turn.then(() => this.spawn(args, onData));
-  }
-
-  private spawn(args: readonly string[], onData: (chunk: Buffer) => boolean | "stop"): Promise<GitResult> {
-    return new Promise((settle) => {
-      let refused = false;
-      let stopped = false;
-      let stderr = "";
-      let child;
-      try {
-        child = spawn("git", args, { cwd: this.cwd, stdio: ["ignore", "pipe", "pipe"], signal: this.deadline, killSignal: "SIGKILL" });
-      } catch (error) {
-        settle({ ok: false, code: null, why: messageOf(error) });
-        return;
-      }
-      child.stdout.on("data", (chunk: Buffer) => {
-        if (refused || stopped) return;
-        const verdict = onData(chunk);
-        if (verdict === true) return;
-        if (verdict === "stop") stopped = true;
-        else refused = true;
-        child.kill("SIGKILL");
-      });
-      child.stderr.on("data", (chunk: Buffer) => {
-        if (stderr.length < 1000) stderr += chunk.toString("utf8");
-      });
-      let failure: string | undefined;
-      child.on("error", (error) => {
-        failure = this.deadline.aborted ? "timed out" : error.message;
-        // Never started (git absent): no "close" is owed.
-        if (child.pid === undefined) settle({ ok: false, code: null, why: failure });
-      });
-      child.on("close", (code) => {
-        if (stopped || (failure === undefined && !refused && code === 0)) settle({ ok: true, stdout: "" });
-        else {
-          const why = failure ?? (refused ? "output not understood" : `git ${args[0]} exited with ${code}: ${stderr.trim().split("\n")[0] ?? ""}`);
-          settle({ ok: false, code, why });
-        }
-      });
-    });
+  private async run(args: readonly string[], onData: (chunk: Buffer) => boolean | "stop"): Promise<GitResult> {
+    const turn = this.turn.then(() => new Promise<void>((resolve) => setImmediate(resolve)));
+    this.turn = turn;
+    await turn;
+    if (this.deadline.aborted) return { ok: false, code: null, why: "timed out" };
+    let child: GitProcess;
+    try {
+      child = await launchGit(args, this.cwd);
+    } catch (error) {
+      return { ok: false, code: null, why: messageOf(error) };
+    }
+    const kill = (): void => child.kill();
+    this.deadline.addEventListener("abort", kill);
+    if (this.deadline.aborted) kill();
+    try {
+      const [verdict, stderr, code] = await Promise.all([feed(child.stdout, onData, kill), head(child.stderr, 1000), child.exited]);
+      if (verdict === "stop" || (verdict && code === 0)) return { ok: true, stdout: "" };
+      const why = this.deadline.aborted && code === null ? "timed out" : !verdict ? "output not understood" : `git ${args[0]} exited with ${code}: ${stderr.trim().split("\n")[0] ?? ""}`;
+      return { ok: false, code, why };
+    } catch (error) {
+      kill(); // its output cannot be read: nothing more is wanted of it
+      return { ok: false, code: null, why: messageOf(error) };
+    } finally {
+      this.deadline.removeEventListener("abort", kill);
+    }
   }
 }
+
+/** Hands each chunk to `onData` until it answers other than `true`: then git is killed, its output unread. */
+async function feed(stdout: AsyncIterable<Uint8Array>, onData: (chunk: Buffer) => boolean | "stop", kill: () => void): Promise<boolean | "stop"> {
+  for await (const chunk of stdout) {
+    const verdict = onData(asBuffer(chunk));
+    if (verdict !== true) {
+      kill();
+      return verdict;
+    }
+  }
+  return true;
+}
+
+/** The first `max` characters or so of a stream, read to its end: a git blocked on a full pipe never exits. */
+async function head(stream: AsyncIterable<Uint8Array>, max: number): Promise<string> {
+  let text = "";
+  for await (const chunk of stream) if (text.length < max) text += asBuffer(chunk).toString("utf8");
+  return text;
+}
+
+/** Bun's streams give Uint8Arrays, Node's give Buffers: the same bytes, without a copy. */
+const asBuffer = (chunk: Uint8Array): Buffer => Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
 
 /**
  * The walk: every directory from the worktree down that is not ignored, reading each .gitignore before
@@ -553,9 +740,10 @@ class GitRunner {
 async function listWithWalk(worktree: string, classify: Classifier, budget: Budget, log: Log): Promise<Listing> {
   // Without git, its configuration is unknown: case follows the platform's usual filesystem.
   const ignoreCase = process.platform === "darwin" || process.platform === "win32";
-  const exclude = await readIgnoreFile(join(worktree, ".git", "info", "exclude"), false, log);
-  const rules = new IgnoreRules("", exclude === undefined ? [] : [parseIgnoreFile(exclude, ignoreCase, ".git/info/exclude", log)], ignoreCase);
-  const candidates: string[] = [];
+  const excludeText = await readIgnoreFile(join(worktree, ".git", "info", "exclude"), false, log);
+  const exclude = excludeText === undefined ? undefined : parseIgnoreFile(excludeText, ignoreCase, ".git/info/exclude", log);
+  const rules = new IgnoreRules("", exclude === undefined ? [] : [exclude], ignoreCase);
+  const candidates: Candidate[] = [];
   let tooDeep = false;
   const visit = async (dir: string, depth: number): Promise<string[]> => {
     const entries = await readEntries(join(worktree, dir), budget);
@@ -563,7 +751,8 @@ async function listWithWalk(worktree: string, classify: Classifier, budget: Budg
     if (dir !== "" && entries.some((entry) => entry.name === ".git")) return [];
     if (entries.some((entry) => entry.name === ".gitignore" && entry.isFile())) {
       const text = await readIgnoreFile(join(worktree, dir, ".gitignore"), false, log);
-      if (text !== undefined) rules.add(dir, parseIgnoreFile(text, ignoreCase, join(dir, ".gitignore"), log));
+      const list = text === undefined ? undefined : parseIgnoreFile(text, ignoreCase, join(dir, ".gitignore"), log);
+      if (list !== undefined) rules.add(dir, list);
     }
     const subdirectories: string[] = [];
     for (const entry of entries) {
@@ -573,8 +762,11 @@ async function listWithWalk(worktree: string, classify: Classifier, budget: Budg
         if (rules.isIgnored(rel)) continue;
         if (depth + 1 > MAX_DEPTH) tooDeep = true;
         else subdirectories.push(rel);
-      } else if ((entry.isFile() || entry.isSymbolicLink()) && classify(dir + entry.name) !== undefined) {
-        candidates.push(dir + entry.name);
+      } else if (entry.isFile() || entry.isSymbolicLink()) {
+        const rel = dir + entry.name;
+        const kind = classify(rel);
+        // Only a name too long to open is out of reach here: the walk goes no deeper than MAX_DEPTH.
+        if (kind !== undefined && !outOfReach(rel)) candidates.push({ rel, kind });
       }
     }
     return subdirectories;
@@ -653,14 +845,14 @@ class Index implements WorktreeIndex {
   }
 
   /** Keeps the candidates that may load: judged in slices (each asks the ignore rules of every directory above it). */
-  async fill(candidates: readonly string[]): Promise<void> {
+  async fill(candidates: readonly Candidate[]): Promise<void> {
     let sliceEnd = performance.now() + FILL_SLICE_MS;
-    for (const rel of candidates) {
+    for (const { rel, kind } of candidates) {
       if (performance.now() > sliceEnd) {
         await new Promise((resolve) => setTimeout(resolve, 0));
         sliceEnd = performance.now() + FILL_SLICE_MS;
       }
-      if (this.mayLoad(rel)) this.loadable.add(rel);
+      if (this.loads(rel, kind)) this.loadable.add(rel);
     }
     this.sorted = undefined;
   }
@@ -683,7 +875,11 @@ class Index implements WorktreeIndex {
     const path = normalizeRel(rel);
     if (path === undefined || path === "" || path.endsWith("/") || outOfReach(path)) return false;
     const kind = this.classify(path);
-    if (kind === undefined) return false;
+    return kind !== undefined && this.loads(path, kind);
+  }
+
+  /** mayLoad of a normalized path within reach whose kind is known (a listed candidate is all three). */
+  private loads(path: string, kind: Kind): boolean {
     if (kind === "other") return !this.rules.isIgnored(path);
     return !this.rules.isIgnored(path.slice(0, path.lastIndexOf("/") + 1));
   }

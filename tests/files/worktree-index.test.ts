@@ -1,9 +1,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { chmodSync, mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
+import { appendFileSync, chmodSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import fc from "fast-check";
+import picomatch from "picomatch";
 import { buildWorktreeIndex, contextNamesOf, escapeWildmatch, MAX_DEPTH, type IndexOptions, type WorktreeIndex } from "../../plugin/files/worktree-index.ts";
 
 // ---- sandbox: temp trees, and a git that sees none of this machine's configuration ----
@@ -314,6 +315,175 @@ describe("the git listing", () => {
     gitInit(root);
     expect((await build(root, { fileNames: ["AGENTS.md", "CLAUDE\uFFFD.md"] })).index.files).toEqual(["ok/AGENTS.md"]);
   });
+});
+
+// ---- how git is asked ----
+
+/** The real git, found before any test puts another on PATH. */
+const REAL_GIT = Bun.which("git") ?? "git";
+
+/** A directory holding a `git` that runs `script` (sh). */
+function fakeGit(script: string): string {
+  const bin = tree();
+  writeFileSync(join(bin, "git"), `#!/bin/sh\n${script}\n`);
+  chmodSync(join(bin, "git"), 0o755);
+  return bin;
+}
+
+/** A `git` that writes each command line to `log`, then runs the real one. */
+const loggingGit = (log: string): string => fakeGit(`printf '%s\\n' "$*" >> '${log}'\nexec '${REAL_GIT}' "$@"`);
+
+async function withPath<T>(dir: string, work: () => Promise<T>): Promise<T> {
+  const path = process.env.PATH;
+  process.env.PATH = `${dir}:${path}`;
+  try {
+    return await work();
+  } finally {
+    process.env.PATH = path;
+  }
+}
+
+/** Builds the index of `root` with a logging git: the index, what it logged, and git's command lines. */
+async function buildLogged(root: string): Promise<{ index: WorktreeIndex; logged: Logged[]; commands: string[] }> {
+  const log = join(tree(), "git.log");
+  const { index, logged } = await withPath(loggingGit(log), () => build(root));
+  return { index, logged, commands: readFileSync(log, "utf8").trim().split("\n") };
+}
+
+describe("how git is asked", () => {
+  test("four git processes; core.excludesFile (`~` expanded) and core.ignoreCase are read by one", async () => {
+    const root = tree({ ".gitignore": "A/\n", "a/AGENTS.md": "", "B/AGENTS.md": "", "c/AGENTS.md": "" });
+    gitInit(root);
+    const home = tree({ "my excludes": "b/\n" });
+    git(root, "config", "core.excludesFile", "~/my excludes");
+    git(root, "config", "core.ignoreCase", "Yes");
+    const home0 = process.env.HOME;
+    try {
+      process.env.HOME = home;
+      const { index, logged, commands } = await buildLogged(root);
+      expect(index.source).toBe("git");
+      expect(logged).toEqual([]);
+      expect(index.files).toEqual(["c/AGENTS.md"]);
+      // `b/` from ~/my excludes, `A/` from .gitignore: both matched whatever the case.
+      expect([index.isIgnored("B/"), index.isIgnored("a/"), index.isIgnored("c/")]).toEqual([true, true, false]);
+      expect(commands).toHaveLength(4);
+      expect(commands.filter((line) => line.startsWith("config "))).toEqual(["config -z --type=path --get-regexp ^core\\.(excludesfile|ignorecase)$"]);
+    } finally {
+      process.env.HOME = home0;
+    }
+  });
+
+  test("neither key set: case matters, the default excludes file ($XDG_CONFIG_HOME/git/ignore) applies", async () => {
+    const root = tree({ ".gitignore": "A/\n", "a/AGENTS.md": "", "x/AGENTS.md": "" });
+    gitInit(root);
+    write(sandbox, { "xdg/git/ignore": "x/\n" });
+    try {
+      const { index, commands } = await buildLogged(root);
+      expect(index.files).toEqual(["a/AGENTS.md"]);
+      expect(commands.filter((line) => line.startsWith("config "))).toHaveLength(1);
+    } finally {
+      rmSync(join(sandbox, "xdg"), { recursive: true });
+    }
+  });
+
+  test("a core.ignoreCase beyond git's boolean words is asked of git on its own, typed; a bad one means the walk", async () => {
+    const cases = [
+      { config: "[core]\n\tignoreCase\n", caseless: true }, // no value: true (and refused by --type=path)
+      { config: "[core]\n\tignoreCase = 1\n", caseless: true },
+      { config: "[core]\n\tignoreCase = 0x0\n", caseless: false },
+      { config: "[core]\n\tignoreCase = OFF\n", caseless: false, folded: true },
+      { config: "[core]\n\tignoreCase = on\n\tignoreCase = no\n", caseless: false, folded: true }, // the last one counts
+    ];
+    for (const { config, caseless, folded } of cases) {
+      const root = tree({ ".gitignore": "A/\n", "a/AGENTS.md": "" });
+      gitInit(root);
+      appendFileSync(join(root, ".git/config"), config);
+      const { index, logged, commands } = await buildLogged(root);
+      expect([config, index.source, index.isIgnored("a/"), logged]).toEqual([config, "git", caseless, []]);
+      expect([config, commands.filter((line) => line.startsWith("config ")).length]).toEqual([config, folded ? 1 : 3]);
+    }
+    for (const config of ["[core]\n\tignoreCase = bogus\n", "[core]\n\texcludesFile\n"]) {
+      const root = tree({ "a/AGENTS.md": "" });
+      gitInit(root);
+      appendFileSync(join(root, ".git/config"), config);
+      const { index, logged } = await build(root);
+      expect([config, index.source, index.files]).toEqual([config, "walk", ["a/AGENTS.md"]]);
+      // git refuses such a configuration whatever it is asked.
+      expect(logged.some((line) => line.message.includes("exited with 128"))).toBe(true);
+    }
+  });
+
+  test("git that fails gives way to the walk, saying why (its first line of stderr)", async () => {
+    const root = tree({ "AGENTS.md": "" });
+    gitInit(root);
+    const { index, logged } = await withPath(fakeGit("echo 'fatal: not today' >&2\necho 'more' >&2\nexit 128"), () => build(root));
+    expect(index.source).toBe("walk");
+    expect(index.files).toEqual(["AGENTS.md"]);
+    expect(logged.map((line) => line.message)).toContainEqual(expect.stringContaining("exited with 128: fatal: not today)"));
+  });
+
+  test("on Node (the explain CLI) git runs through node:child_process, with the same answers", async () => {
+    const node = Bun.which("node");
+    if (node === null) return; // nothing to run it on
+    const out = tree();
+    // Its packages are loaded from the project's node_modules, as dist/ loads them.
+    const built = await Bun.build({ entrypoints: [join(import.meta.dir, "../../plugin/files/worktree-index.ts")], outdir: out, target: "node", packages: "external" });
+    expect(built.success).toBe(true);
+    symlinkSync(join(import.meta.dir, "../../node_modules"), join(out, "node_modules"));
+    writeFileSync(
+      join(out, "run.mjs"),
+      `import { buildWorktreeIndex } from "./worktree-index.js";
+const logged = [];
+const index = await buildWorktreeIndex({ worktree: process.argv[2], fileNames: ["AGENTS.md", "CLAUDE.md"], rules: [".opencode/rules/**/*.md", "docs/{notes,todo}.md"], maxEntries: 200000, gitTimeoutMs: Number(process.argv[3]), log: (level, message) => logged.push(message) });
+console.log(JSON.stringify({ runtime: typeof Bun === "undefined" ? "node" : "bun", source: index.source, files: index.files, logged }));`,
+    );
+    const run = (worktree: string, path = process.env.PATH, gitTimeoutMs = 10_000): { runtime: string; source: string; files: string[]; logged: string[] } => {
+      const child = spawnSync(node, [join(out, "run.mjs"), worktree, String(gitTimeoutMs)], { encoding: "utf8", env: { ...process.env, PATH: path } });
+      if (child.status !== 0) throw new Error(child.stderr);
+      return JSON.parse(child.stdout);
+    };
+    const root = tree({ ...MONOREPO, "docs/todo.md": "" });
+    gitInit(root);
+    git(root, "add", ".gitignore", "AGENTS.md", "apps/web", ".opencode");
+    git(root, "commit", "-qm", "init");
+    const expected = [...MONOREPO_FILES, "docs/todo.md"].sort();
+    expect(run(root)).toEqual({ runtime: "node", source: "git", files: expected, logged: [] });
+    const hung = run(root, `${fakeGit("exec /bin/sleep 30")}:${process.env.PATH}`, 300);
+    expect([hung.source, hung.files]).toEqual(["walk", expected]);
+    expect(hung.logged.some((message) => message.includes("timed out"))).toBe(true);
+    const failing = run(root, `${fakeGit("echo 'fatal: no' >&2\nexit 128")}:${process.env.PATH}`);
+    expect(failing.logged.some((message) => message.includes("exited with 128: fatal: no"))).toBe(true);
+    const absent = run(root, tree());
+    expect([absent.source, absent.files]).toEqual(["walk", expected]);
+  }, 20_000);
+});
+
+// ---- rules globs ----
+
+describe("rules globs", () => {
+  test("a rules glob matches exactly what picomatch (dot, strictBrackets) matches, however it is compiled", async () => {
+    const root = tree();
+    const segment = fc.constantFrom("a", "b", "ab", ".x", "x.md", "a.b", "a-b", "$", "a|b", "\n", "\na", "a\n", "\u2028", "*", "**", "ü", " ");
+    const leaf = fc.constantFrom("x.md", "a.md", "ab.md", "a.b.md", "\n.md", "a\nb.md", "*.md", "$.md", ".x.md", "\r.md", "a.MD");
+    // Mostly globs picomatch is not loaded for; some it is (braces, brackets, `?`, `|`, `$`, a line feed).
+    const globSegment = fc.constantFrom("a", "b", ".x", "*", "**", "*.md", "a*", "*a*", "x.md", "*b", "a.b", "a-b", "*.*", "*.MD", "{a,b}", "?.md", "[ax]", "a|b", "$", "\n*");
+    await fc.assert(
+      fc.asyncProperty(fc.array(globSegment, { minLength: 1, maxLength: 4 }), fc.array(fc.tuple(fc.array(segment, { maxLength: 4 }), leaf), { minLength: 1, maxLength: 12 }), async (globSegments, paths) => {
+        const glob = globSegments.join("/");
+        const { index } = await build(root, { rules: [glob] });
+        const matches = picomatch(glob, { dot: true, strictBrackets: true });
+        // Paths the glob was meant to match too: `*` and `**` replaced by a few texts.
+        const fitted = [["", ""], ["x", "a/b"], ["\n", "\n"], ["a.md", ""]].map(([star = "", globstar = ""]) =>
+          globSegments.flatMap((part) => (part === "**" ? globstar.split("/").filter(Boolean) : [part.replaceAll("*", star)])),
+        );
+        const markdownPaths = fitted.filter((parts) => parts.length > 0 && parts.every((part) => part !== "" && part !== ".") && /.\.md$/.test(parts.at(-1) ?? ""));
+        for (const path of [...paths.map(([dirs, name]) => [...dirs, name]), ...markdownPaths].map((parts) => parts.join("/"))) {
+          expect([glob, path, index.mayLoad(path)]).toEqual([glob, path, matches(path)]);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  }, 60_000);
 });
 
 // ---- the walk ----
