@@ -12,6 +12,7 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { O200K_TOKEN_SPLIT_REGEX } from "gpt-tokenizer/encodingParams/constants";
 import { LRUCache } from "lru-cache";
+import { ownCopy } from "../strings.ts";
 import { MAX_UNIT, splitUnits } from "./units.ts";
 
 // ---------------------------------------------------------------------------------------------
@@ -125,7 +126,7 @@ function replayedParts(known: RankTable, piece: Uint8Array, length: number): num
 /** Our own instance: `exec` moves `lastIndex`, and the library's regex is not ours to move. */
 const pieceSplitter = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, O200K_TOKEN_SPLIT_REGEX.flags);
 
-/** Bounds of pieces seen before: words repeat, and a replay costs far more than a lookup. */
+/** Bounds of pieces seen before: words repeat, and a replay costs far more than a lookup. Keys are own copies (see ownCopy). */
 const pieceBounds = new Map<string, number>();
 const MAX_REMEMBERED_PIECES = 50_000;
 
@@ -147,7 +148,7 @@ function pieceBound(piece: string, known: RankTable): number {
   else if (length > MAX_REPLAYED_BYTES) bound = length;
   else bound = replayedParts(known, pieceBytes, length);
   if (pieceBounds.size >= MAX_REMEMBERED_PIECES) pieceBounds.clear();
-  pieceBounds.set(piece, bound);
+  pieceBounds.set(ownCopy(piece), bound);
   return bound;
 }
 
@@ -212,6 +213,7 @@ const pending = new Map<number, Pending>();
 let nextId = 1;
 let idleTimer: ReturnType<typeof setTimeout> | undefined;
 let starts = 0;
+/** Kept as copies of their own: a unit is a slice of its file's text (see ownCopy). */
 const shortUnitCounts = new LRUCache<string, number>({ max: 20_000 });
 
 /** The child's handles keep the process alive only while an answer is awaited. */
@@ -342,7 +344,7 @@ export async function countUnits(units: readonly string[]): Promise<Int32Array> 
     sent.forEach((unit, u) => {
       const count = answer[u]!;
       for (const index of missing.get(unit)!) counts[index] = count;
-      if (unit.length <= MAX_CACHED_UNIT) shortUnitCounts.set(unit, count);
+      if (unit.length <= MAX_CACHED_UNIT) shortUnitCounts.set(ownCopy(unit), count);
     });
   });
   return counts;

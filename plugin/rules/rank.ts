@@ -1,4 +1,5 @@
 import { stemmer } from "stemmer";
+import { ownCopy } from "../strings.ts";
 import { boundaries, HEADING, toDoc } from "../block/doc.ts";
 import { sanitize } from "../block/escape.ts";
 
@@ -194,16 +195,8 @@ function analyze(word: string): WordTerms {
 /** A lower-case word as a term, or undefined when it is none. */
 function termOf(word: string): string | undefined {
   if (word.length < 2 || word.length > MAX_TERM_LENGTH || DIGITS.test(word)) return undefined;
+  // A word that lower-casing and stemming leave unchanged is still a slice of its file's text.
   return ownCopy(ASCII_LETTERS.test(word) ? stemmer(word) : word);
-}
-
-/**
- * `text` in characters of its own. In Bun (JavaScriptCore) a slice of a long string shares its
- * characters, and so does a word that lower-casing and stemming leave unchanged: a term kept in one
- * file's index, or analyzed from another file of its build, would keep a whole file text alive.
- */
-function ownCopy(text: string): string {
-  return text.split("").join("");
 }
 
 /** `数据库` → 数据, 据库; a lone character is its own term. */
