@@ -123,10 +123,10 @@ export class Engine {
 
   /**
    * Builds the worktree's catalog (always, agent, manual and rule files) in the background; the first
-   * step waits for it. Called once start-up's own library loads are done, so that no task of the
-   * catalog runs into them.
+   * step waits for it. Its index (git) is listed while `librariesLoaded` settles; its reads wait for
+   * that, so that no task of the catalog runs into start-up's own library loads.
    */
-  startCatalog(): void {
+  startCatalog(librariesLoaded?: Promise<void>): void {
     const { options, log } = this.settings;
     if (this.catalogReady !== undefined || this.disposed) return;
     this.catalogReady = Catalog.build({
@@ -137,6 +137,7 @@ export class Engine {
       maxFileBytes: options.maxFileBytes,
       watch: options.watch,
       log,
+      readsAfter: librariesLoaded,
     }).then(
       (catalog) => {
         if (this.disposed) catalog.dispose();

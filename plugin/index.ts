@@ -40,8 +40,9 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
     const worktree = typeof input.worktree === "string" && input.worktree !== "" && input.worktree !== "/" ? input.worktree : directory;
     const engine = await Engine.create({ directory, worktree, options, log, client: input.client });
     log.log("info", `project-context ${VERSION} started: worktree ${worktree}, delivery ${options.delivery}, watcher ${options.watch ? "on" : "off"}, records ${engine.records?.dir ?? "off"}`);
-    await warmUp(log);
-    engine.startCatalog();
+    // git lists the worktree while the libraries load (each in a task of its own); the catalog's reads
+    // wait for them, and a session's first step for the catalog.
+    engine.startCatalog(warmUp(log));
     return {
       "tool.execute.before": createToolBefore(engine, log),
       "tool.execute.after": createToolAfter(engine, log),
@@ -61,8 +62,9 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
 
 /**
  * The two libraries a first step would otherwise load in one go (gray-matter with js-yaml ~15 ms, the
- * token bound's table ~4 ms) are loaded at start-up, each in an event-loop task of its own, so that no
- * task of the plugin blocks OpenCode for long (start-up is awaited by OpenCode before any session).
+ * token bound's table ~4 ms) are loaded right after start-up, each in an event-loop task of its own,
+ * so that no task of the plugin blocks OpenCode for long; a session's first step waits for them
+ * through the catalog.
  */
 async function warmUp(log: Logger): Promise<void> {
   for (const load of [...WARM_FRONTMATTER, warmBound]) {

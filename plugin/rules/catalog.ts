@@ -18,6 +18,8 @@ export interface CatalogOptions {
   readonly maxFileBytes: number;
   readonly watch: boolean;
   readonly log: Logger;
+  /** The reads wait for this (start-up's library loads): the index is listed meanwhile, and no read loads a library in one go. */
+  readonly readsAfter?: Promise<unknown>;
 }
 
 /** A context file of the worktree that loads by something else than a touch. */
@@ -73,6 +75,7 @@ export class Catalog {
     } catch (error) {
       options.log.once("index:failed", "warn", `worktree index: could not be built (${String(error)}); always, agent and manual files are not found`);
     }
+    await options.readsAfter;
     const catalog = new Catalog(options, index);
     // Reads run in slices of SLICE_MS at most: building never blocks the event loop for long.
     let sliceEnd = performance.now() + SLICE_MS;
