@@ -235,9 +235,11 @@ export class Engine {
     if (this.disposed || typeof result?.output !== "string") return;
     const session = this.sessions.get(sessionID);
     const carrier = typeof callID === "string" && callID !== "" ? callID : `call-${Date.now()}`;
+    // The tool's own writes are saved by now: what is read after this moment has them.
+    const since = performance.now();
     await session.serially(async () => {
       await this.restore(session);
-      const hierarchy = await this.fresh(session);
+      const hierarchy = await this.fresh(session, false, since);
       const loaded = tool === "read" ? strings((result.metadata as { loaded?: unknown } | undefined)?.loaded) : [];
       if (loaded.length > 0) this.judgeReminder(session, hierarchy, carrier, loaded, result);
       if (this.delivery !== "stable") return;
@@ -532,10 +534,10 @@ export class Engine {
    * The session's hierarchy after a freshness check of everything it was read from: every change
    * written before this call is in it.
    */
-  private async fresh(session: Session, ordered = false): Promise<Ruled> {
+  private async fresh(session: Session, ordered = false, since?: number): Promise<Ruled> {
     if (this.catalogReady !== undefined) await this.catalogReady;
     this.catalog?.refresh();
-    const ruled = this.rule(session, await this.raw(session, ordered));
+    const ruled = this.rule(session, await this.raw(session, ordered, since));
     this.checkWatches(session, ruled);
     return ruled;
   }
@@ -585,7 +587,7 @@ export class Engine {
     return sorted;
   }
 
-  private async raw(session: Session, ordered: boolean): Promise<Hierarchy> {
+  private async raw(session: Session, ordered: boolean, since?: number): Promise<Hierarchy> {
     // Reused or computed, the hierarchy is checked against disk; a change found means computing again
     // (three rounds at most: a directory rewritten faster than it can be read is served as last read).
     // Touching a known path again only changes priorities: a block that is about to be built asks
@@ -613,7 +615,7 @@ export class Engine {
         // Deleted while this was computed: its watches were let go already, and must stay so.
         if (this.sessions.peek(session.id) === session) this.store.retain(session.id, hierarchy.dirs);
       }
-      await this.store.settle(hierarchy.dirSet);
+      await this.store.settle(hierarchy.dirSet, since);
       if (this.store.generation === generation || round === 2) {
         const starts = hierarchy.starts;
         session.reload((touch) => starts.get(touch.path));

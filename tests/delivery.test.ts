@@ -1,4 +1,5 @@
 import { describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { callContextTool, projects, sectionPaths, start, type Started } from "./helpers/harness.ts";
@@ -81,6 +82,28 @@ describe("stable delivery (the default)", () => {
     expect(next.output).toContain("Use signals now.");
     expect(next.output).toContain('status="updated"');
     expect(await plugin.step("s")).toBe(first);
+  });
+
+  test("an edit saved right before a tool call is in that call's output, however recently a barrier passed", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" });
+    for (let i = 0; i < 10; i++) {
+      // A directory edited or read in the last 50 ms is stat'd at every step whatever the barrier says:
+      // this is about a quiet one, whose edit only the watch event (so the barrier) can tell. Two quiet
+      // periods: the first step after an edit reads the file again (it was read just after it changed).
+      for (let quiet = 0; quiet < 2; quiet++) {
+        await Bun.sleep(60);
+        await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" });
+      }
+      // Saved synchronously, so that no turn of the loop dispatches its watch event before the calls.
+      writeFileSync(join(plugin.root, "apps/web/AGENTS.md"), `# Web\nVersion ${i}.\n`);
+      const [first, second] = await Promise.all([
+        tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" }),
+        tool(plugin, "s", "grep", { pattern: "x", path: "apps/web/src" }),
+      ]);
+      expect(`${first.output}${second.output}`).toContain(`Version ${i}.`);
+    }
   });
 
   test("an edit to a file of the system block made between messages rides on the next user message", async () => {

@@ -118,6 +118,8 @@ interface Watched {
 interface Barrier {
   readonly name: string;
   written: boolean;
+  /** When its sentinel was written: every change saved before then is dispatched once it passes. */
+  writtenAt: number;
   readonly done: Promise<void>;
   readonly resolve: () => void;
 }
@@ -166,6 +168,8 @@ export class FileStore {
   private sentinelDir: string | undefined;
   private sentinelWatch: FSWatcher | undefined;
   private readonly barriers = new Map<string, Barrier>();
+  /** When the sentinel of the latest barrier that passed was written. */
+  private passedAt = -Infinity;
   private latest: Barrier | undefined;
   private barrierSeq = 0;
   private readonly timers = new Set<ReturnType<typeof setTimeout>>();
@@ -279,11 +283,14 @@ export class FileStore {
    * queued before it are dispatched), then sync stats of dirty and unwatched directories only; without:
    * sync stats of `dirs`. What changed is read again. Given as a Set, `dirs` must be retained (held
    * directories are the ones a watch or the unwatched list accounts for): the engine retains a
-   * hierarchy's directories before it settles them.
+   * hierarchy's directories before it settles them. `since` (a performance.now() time) asks only for
+   * the changes saved before it: a barrier written since then that has passed vouches for them (the
+   * parallel tool calls of a step, settled one after another, share one barrier).
    */
-  settle(dirs: Iterable<string>): Promise<void> {
+  settle(dirs: Iterable<string>, since = Infinity): Promise<void> {
     if (this.disposed) return RESOLVED;
     if (this.mode === "sync") return this.check(dirs, true);
+    if (this.passedAt >= since) return this.check(dirs, false);
     return this.barrier().then(() => this.check(dirs, this.mode === "sync"));
   }
 
@@ -405,6 +412,10 @@ export class FileStore {
       if (candidate.kind === "local") local = version;
       else file = version;
     }
+    // Reading a file just edited moves its atime (relatime): a watch event, after which Bun holds back
+    // that watch's next events for a few ms (an edit saved right then would reach a step after the
+    // barrier). So a directory read is stat'd at each settle while it is quiet for QUIET_MS.
+    if ((file !== null || local !== null) && this.watched.has(dir)) this.dirty.set(dir, performance.now());
     return Object.freeze({ dir, exists: true, file, local, skipped: Object.freeze(skipped), signature, retry: racy || skipped.some((s) => s.transient) });
   }
 
@@ -649,7 +660,7 @@ export class FileStore {
     if (this.sentinelDir === undefined && !this.openSentinel()) return RESOLVED;
     let resolve!: () => void;
     const done = new Promise<void>((settle) => (resolve = settle));
-    const barrier: Barrier = { name: `s${++this.barrierSeq}`, written: false, done, resolve };
+    const barrier: Barrier = { name: `s${++this.barrierSeq}`, written: false, writtenAt: Infinity, done, resolve };
     this.latest = barrier;
     this.barriers.set(barrier.name, barrier);
     queueMicrotask(() => this.writeSentinel(barrier));
@@ -659,6 +670,7 @@ export class FileStore {
   private writeSentinel(barrier: Barrier): void {
     barrier.written = true;
     if (this.disposed || this.mode === "sync" || this.sentinelDir === undefined) return this.passBarriers();
+    barrier.writtenAt = performance.now();
     try {
       writeFileSync(join(this.sentinelDir, barrier.name), "");
     } catch (error) {
@@ -677,6 +689,7 @@ export class FileStore {
     const barrier = this.barriers.get(String(filename));
     if (barrier === undefined) return;
     this.barriers.delete(barrier.name);
+    this.passedAt = Math.max(this.passedAt, barrier.writtenAt);
     barrier.resolve();
     // Removed after the step has gone on: its own event is of no interest.
     if (this.unlinks.push(barrier.name) === 1) setImmediate(() => this.removeSentinels());
