@@ -192,6 +192,8 @@ const IDLE_MS = 2_000;
 const MAX_MESSAGE_CHARS = 64 * 1024;
 /** Units up to this long are remembered (blank lines, fences, headings, list markers recur). */
 const MAX_CACHED_UNIT = 80;
+/** Short units remembered at most: the recurring ones are few; 20,000 held 3.4 MB of map storage alone. */
+const MAX_CACHED_UNITS = 4_096;
 
 const workerUrl = new URL("./tokenizer-worker" + (import.meta.url.endsWith(".ts") ? ".ts" : ".js"), import.meta.url);
 
@@ -214,7 +216,7 @@ let nextId = 1;
 let idleTimer: ReturnType<typeof setTimeout> | undefined;
 let starts = 0;
 /** Kept as copies of their own: a unit is a slice of its file's text (see ownCopy). */
-const shortUnitCounts = new LRUCache<string, number>({ max: 20_000 });
+const shortUnitCounts = new LRUCache<string, number>({ max: MAX_CACHED_UNITS });
 
 /** The child's handles keep the process alive only while an answer is awaited. */
 function holdProcess(peer: ChildProcess, hold: boolean): void {
