@@ -80,7 +80,8 @@ export class Engine {
   /** The hierarchy last computed per session, with what it was computed from. */
   private readonly hierarchies = new WeakMap<Session, { key: string; base: string; evictions: number; order: number; hierarchy: Hierarchy }>();
   /** The hierarchy after the rules, per session, and what it was made from. */
-  private readonly ruled = new WeakMap<Session, { key: string; hierarchy: Hierarchy; ruled: Ruled }>();
+  /** `checked`: the touched files the rules (or a later check against the waiting files) have seen. */
+  private readonly ruled = new WeakMap<Session, { key: string; hierarchy: Hierarchy; ruled: Ruled; checked: Set<string> }>();
   /** Touched files' real paths, by path, with the start they were worked out from (the rules ask for all of them). */
   private readonly realPaths = new Map<string, { readonly start: string; readonly real: string }>();
   /** Each watching contract's targets, for the index listing they were matched against. */
@@ -603,9 +604,8 @@ export class Engine {
       // Paths added or forgotten that start where the hierarchy already starts change no file (a long
       // session forgets its oldest path at each new one once it holds maxTouchedDirs).
       if (hierarchy === undefined && memo !== undefined && memo.base === `${this.store.generation}:${session.pinRevision}:${order}`) {
-        const forgot = memo.evictions !== session.evictions;
-        const kept = forgot ? [{ path: this.settings.directory, isFile: false }, ...session.pins.values()] : undefined;
-        hierarchy = extendHierarchy(this.store, memo.hierarchy, session.touched.values(), kept);
+        const forgotten = memo.evictions === session.evictions ? undefined : { sessionDir: { path: this.settings.directory, isFile: false }, pins: session.pins.values() };
+        hierarchy = extendHierarchy(this.store, memo.hierarchy, session.touched.values(), forgotten);
         if (hierarchy !== undefined) this.hierarchies.set(session, { ...memo, key, evictions: session.evictions, hierarchy });
       }
       if (hierarchy === undefined) {
@@ -646,7 +646,7 @@ export class Engine {
       if (memo.hierarchy === hierarchy) return memo.ruled;
       // The same files with other touched paths (the common step): the rules decide the same unless a
       // new touched file matches a file waiting for its `paths:`. A 2,000-file hierarchy is not ruled again.
-      if (memo.hierarchy.files === hierarchy.files && !this.matchesWaiting(memo.ruled, memo.hierarchy, hierarchy, session)) {
+      if (memo.hierarchy.files === hierarchy.files && !this.matchesWaiting(memo.ruled, memo.checked, hierarchy, session)) {
         const ruled: Ruled = { ...memo.ruled, starts: hierarchy.starts };
         this.ruled.set(session, { ...memo, hierarchy, ruled });
         return ruled;
@@ -669,8 +669,11 @@ export class Engine {
       if (entry.contract.include === "always" || session.attached.has(path) || pinnedFiles.has(path)) extras.push(entry.file);
     }
     const touchedFiles: string[] = [];
+    const checked = new Set<string>();
     for (const touch of session.touched.values()) {
-      const real = touch.isFile ? realOf(touch.path) : undefined;
+      if (!touch.isFile) continue;
+      checked.add(touch.path);
+      const real = realOf(touch.path);
       if (real !== undefined) touchedFiles.push(real);
     }
     const ruled = applyRules(withExtras(hierarchy, extras), {
@@ -691,7 +694,7 @@ export class Engine {
         this.settings.log.once(`contract:${file.sha256}:${problem.key}`, "warn", describeProblem(file.rel, problem));
       }
     }
-    this.ruled.set(session, { key: `${keyOf()}:${printOf(ruled.imports)}`, hierarchy, ruled });
+    this.ruled.set(session, { key: `${keyOf()}:${printOf(ruled.imports)}`, hierarchy, ruled, checked });
     return ruled;
   }
 
@@ -709,13 +712,16 @@ export class Engine {
     return real;
   }
 
-  /** Whether a file the session touched since `before` matches the `paths:` of a file waiting for one. */
-  private matchesWaiting(ruled: Ruled, before: Hierarchy, now: Hierarchy, session: Session): boolean {
+  /** Whether a touched file not `checked` yet matches the `paths:` of a file waiting for one (those that do not are checked now). */
+  private matchesWaiting(ruled: Ruled, checked: Set<string>, hierarchy: Hierarchy, session: Session): boolean {
     if (ruled.awaiting.size === 0) return false;
+    // Forgotten paths stay in `checked`: past this the rules apply again, and it starts over.
+    if (checked.size > 2 * this.settings.options.maxTouchedDirs) return true;
     for (const touch of session.touched.values()) {
-      if (!touch.isFile || before.starts.has(touch.path)) continue;
-      const real = this.realOfTouch(now, touch.path);
+      if (!touch.isFile || checked.has(touch.path)) continue;
+      const real = this.realOfTouch(hierarchy, touch.path);
       if (real !== undefined && !awaitedBy(ruled.awaiting, real, this.store.realRoot, session.matched).next().done) return true;
+      checked.add(touch.path);
     }
     return false;
   }

@@ -1,7 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
-import { rm, symlink } from "node:fs/promises";
-import { join } from "node:path";
+import { mkdir, rm, symlink, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import fc from "fast-check";
 import { Engine } from "../plugin/engine.ts";
 import { createLogger } from "../plugin/log.ts";
 import { DEFAULT_OPTIONS } from "../plugin/options.ts";
@@ -182,6 +183,60 @@ describe("session.deleted while its step is still running (found in review)", ()
       expect(engine.store.stats.owners).toBe(0);
     } finally {
       await engine.dispose();
+      await project.cleanup();
+    }
+  });
+});
+
+describe("a hierarchy reused from step to step (found in review)", () => {
+  // a/AGENTS.md waits for a touched file under zzz/, never touched here (a match would stay, by design,
+  // after its touch is forgotten): it loads only as a pinned directory's parent (manual).
+  const files: Record<string, string> = {
+    "AGENTS.md": "# root\n",
+    "a/AGENTS.md": '---\npaths: ["zzz/**"]\n---\n# a\n',
+    "a/b/AGENTS.md": "# ab\n",
+    "a/b/x.ts": "x\n",
+    "a/c/AGENTS.md": "# ac\n",
+    "README.md": "readme\n",
+  };
+  const paths = ["a/b/x.ts", "a/b/AGENTS.md", "a/b/y.ts", "a/c/z.ts", "README.md", "a/q.ts"];
+  const pinSets = [[], ["a/b/AGENTS.md"], ["a/b"], ["a/b/AGENTS.md", "a/c"]];
+
+  test("is the hierarchy a fresh start computes for the same touches and pins, with paths forgotten past maxTouchedDirs", async () => {
+    const project = await tempProject();
+    for (const [rel, text] of Object.entries(files)) {
+      await mkdir(join(project.root, dirname(rel)), { recursive: true });
+      await writeFile(join(project.root, rel), text);
+    }
+    const engineWith = async (pin: string[], maxTouchedDirs: number) => {
+      const engine = await Engine.create({ directory: project.root, worktree: project.root, options: { ...DEFAULT_OPTIONS, pin, maxTouchedDirs, records: false }, log: createLogger(undefined), client: undefined });
+      engine.startCatalog();
+      return engine;
+    };
+    const view = async (engine: Engine, session: string) => {
+      const { hierarchy } = await engine.inspect(session);
+      return { files: hierarchy.files.map((file) => file.rel).sort(), excluded: [...hierarchy.excluded.keys()].sort(), manual: [...hierarchy.manual].sort() };
+    };
+    try {
+      await fc.assert(
+        fc.asyncProperty(fc.constantFrom(...pinSets), fc.integer({ min: 1, max: 3 }), fc.array(fc.constantFrom(...paths), { minLength: 1, maxLength: 8 }), async (pin, maxTouchedDirs, touches) => {
+          const stepped = await engineWith(pin, maxTouchedDirs);
+          const fresh = await engineWith(pin, maxTouchedDirs);
+          try {
+            // One engine looks after every touch (its hierarchy extended or reused), the other only at the end.
+            for (const path of touches) {
+              stepped.touch("s", "read", { filePath: path });
+              fresh.touch("s", "read", { filePath: path });
+              await stepped.inspect("s");
+            }
+            expect(await view(stepped, "s")).toEqual(await view(fresh, "s"));
+          } finally {
+            await Promise.all([stepped.dispose(), fresh.dispose()]);
+          }
+        }),
+        { numRuns: 60 },
+      );
+    } finally {
       await project.cleanup();
     }
   });

@@ -15,8 +15,8 @@ export interface Hierarchy {
   /** The real start directory of each touched path (absent when it lies outside the worktree). */
   readonly starts: ReadonlyMap<string, string>;
   readonly startDirs: ReadonlySet<string>;
-  /** Start directories reached only by pinned files: of their chain, only the directory's own file is in. */
-  readonly fileOnly: ReadonlySet<string>;
+  /** Start directories only pins reach: their files are in as `manual` (a pinned file's alone). */
+  readonly pinnedStarts: ReadonlySet<string>;
   /** Files that are in only because the session pinned them (include mode "manual"). */
   readonly manual: ReadonlySet<string>;
   /** Each start directory's chain (root first), as merging goes down them; a pinned file's is itself. */
@@ -26,32 +26,44 @@ export interface Hierarchy {
 }
 
 /**
- * The hierarchy for the session's current touches when it has the same files as `hierarchy`: each
- * touched path starts where some path of the hierarchy already starts (another file of a directory
- * already touched, the common case), so only the paths are new. `kept` (the session directory and
- * the pins, which never leave) is given when touches were forgotten since: then every start must
- * still be reached, or a file left. Undefined when the hierarchy must be computed again.
+ * The hierarchy for the session's current touches when its files stay the same: every touched path
+ * starts where a touched path of `hierarchy` already starts (another file of a directory already
+ * touched: the common case), so only the paths are new. Where only pins start (their files are
+ * `manual`; a pinned file comes alone), a touch changes the files: computed again then. Given
+ * `forgotten` (touches were forgotten since), every start a touch reached must still be reached
+ * (the session directory counts as a touch), or a file left. Undefined when the hierarchy must be
+ * computed again.
  */
-export function extendHierarchy(source: ChainSource, hierarchy: Hierarchy, touches: Iterable<ToolPath>, kept?: Iterable<ToolPath>): Hierarchy | undefined {
-  let starts: Map<string, string> | undefined;
-  const reached = kept === undefined ? undefined : new Set<string>();
+export function extendHierarchy(
+  source: ChainSource,
+  hierarchy: Hierarchy,
+  touches: Iterable<ToolPath>,
+  forgotten?: { readonly sessionDir: ToolPath; readonly pins: Iterable<ToolPath> },
+): Hierarchy | undefined {
+  // Rebuilt from scratch when touches were forgotten (their paths go); else copied once a path is new.
+  let starts: Map<string, string> | undefined = forgotten === undefined ? undefined : new Map();
+  const touchedStarts = new Set<string>();
   const visit = (touch: ToolPath): boolean => {
-    let start = hierarchy.starts.get(touch.path);
-    if (start === undefined) {
-      const resolved = source.resolveStart(touch.path, touch.isFile);
-      if (resolved instanceof Promise) return false;
-      if (resolved === undefined) return true;
-      // A start only a pinned file reached has that file alone: a touch there brings its whole chain.
-      if (!hierarchy.startDirs.has(resolved) || hierarchy.fileOnly.has(resolved)) return false;
-      (starts ??= reached === undefined ? new Map(hierarchy.starts) : new Map()).set(touch.path, resolved);
-      start = resolved;
-    } else if (reached !== undefined) (starts ??= new Map()).set(touch.path, start);
-    reached?.add(start);
+    const known = hierarchy.starts.get(touch.path);
+    const start = known ?? source.resolveStart(touch.path, touch.isFile);
+    if (start instanceof Promise) return false;
+    if (start === undefined) return true;
+    if (!hierarchy.startDirs.has(start) || hierarchy.pinnedStarts.has(start)) return false;
+    touchedStarts.add(start);
+    if (starts !== undefined) starts.set(touch.path, start);
+    else if (known === undefined) (starts = new Map(hierarchy.starts)).set(touch.path, start);
     return true;
   };
   for (const touch of touches) if (!visit(touch)) return undefined;
-  if (kept !== undefined) for (const touch of kept) if (!visit(touch)) return undefined;
-  if (reached !== undefined && reached.size !== hierarchy.startDirs.size) return undefined;
+  if (forgotten !== undefined) {
+    if (!visit(forgotten.sessionDir)) return undefined;
+    if (touchedStarts.size !== hierarchy.startDirs.size - hierarchy.pinnedStarts.size) return undefined;
+    // Pins never leave: where they start is as it was.
+    for (const pin of forgotten.pins) {
+      const start = hierarchy.starts.get(pin.path);
+      if (start !== undefined) starts!.set(pin.path, start);
+    }
+  }
   return starts === undefined ? hierarchy : { ...hierarchy, starts };
 }
 
@@ -117,7 +129,7 @@ export async function hierarchyOf(source: ChainSource, sessionDir: string, touch
     if (added) tier++;
   });
   const ownChains = startDirs.map((dir, i) => (fileOnly.has(dir) ? chains[i]!.filter((file) => file.dir === dir) : chains[i]!));
-  return { files, tiers, byPath, byDir, dirs: [...dirSet], dirSet, starts: startByPath, startDirs: seenStart, fileOnly, manual, closest, chains: ownChains };
+  return { files, tiers, byPath, byDir, dirs: [...dirSet], dirSet, starts: startByPath, startDirs: seenStart, pinnedStarts: pinned, manual, closest, chains: ownChains };
 }
 
 /** The values of `items`, awaiting only those that are promises. */
