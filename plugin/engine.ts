@@ -342,6 +342,8 @@ export class Engine {
   async contextTool(sessionID: string, args: ContextToolArgs, ask?: ContextToolAsk): Promise<string> {
     if (this.disposed) return "project_context: the plugin is shutting down";
     const session = this.sessions.get(sessionID);
+    // Like every step: after start-up's library loads (an update reads and parses the file).
+    if (this.catalogReady !== undefined) await this.catalogReady;
     await this.restore(session);
     if (args.action === "list") return this.list(session);
     const target = this.resolveTarget(args.path);
