@@ -504,16 +504,19 @@ export class Engine {
       pins: [...session.pins.values()].map((pin) => this.relOf(pin.path) || "."),
     };
     // The files' part is made again only when some file's version, state or mode changed: a step
-    // that changed none (the common case) reuses the last one. References only, compared one by one.
-    const snapshot = snapshotFiles(session, hierarchy, this.store.realRoot);
+    // that changed none (the common case) reuses the last one. When nothing a snapshot is made of
+    // changed (the same objects, the same held revision), not even a snapshot is taken: this runs at
+    // every request, and a hierarchy may hold thousands of files.
+    const sources = [hierarchy.files, hierarchy.modes, hierarchy.manual, hierarchy.closest, session.systemEntries, session.hostPaths, session.heldRevision];
+    const memo = session.recordMemo;
+    const unchanged = memo !== undefined && sources.every((source, i) => source === memo.sources[i]);
+    const snapshot = unchanged ? memo.snapshot : snapshotFiles(session, hierarchy, this.store.realRoot);
     const delivery = this.delivery;
     records.append(session.id, () => {
-      const memo = session.recordMemo;
-      let files = memo !== undefined && sameSnapshot(memo.snapshot, snapshot) ? memo.files : undefined;
-      if (files === undefined) {
-        files = `[${snapshot.map((file) => describeJson(file, delivery)).join(",")}]`;
-        session.recordMemo = { snapshot, files };
-      }
+      const last = session.recordMemo;
+      let files = last !== undefined && (last.snapshot === snapshot || sameSnapshot(last.snapshot, snapshot)) ? last.files : undefined;
+      if (files === undefined) files = `[${snapshot.map((file) => describeJson(file, delivery)).join(",")}]`;
+      session.recordMemo = { sources, snapshot, files };
       const head = JSON.stringify(header);
       return `${head.slice(0, -1)},"files":${files}}`;
     });

@@ -143,6 +143,23 @@ describe("the project_context tool", () => {
     expect(sectionPaths(await plugin.step("ses_u"))).toContain("apps/web/AGENTS.md");
   });
 
+  test("a request's record follows what the conversation and the host hold, when the hierarchy itself stays the same", async () => {
+    await using setup = await withRecords();
+    const { plugin, dir } = setup;
+    await plugin.step("ses_r");
+    expect(await read(plugin, "ses_r", "apps/web/src/App.tsx")).toContain("apps/web/AGENTS.md");
+    await plugin.step("ses_r");
+    expect(byPath((await recordsOf(dir, "ses_r", 2)).at(-1)).get("apps/web/AGENTS.md")).toMatchObject({ state: "conversation" });
+    // Only what the conversation holds changes (unload): the record says so.
+    await contextTool(plugin, "ses_r", { action: "unload", path: "apps/web/AGENTS.md" });
+    await plugin.step("ses_r");
+    expect(byPath((await recordsOf(dir, "ses_r", 3)).at(-1)).get("apps/web/AGENTS.md")).toMatchObject({ state: "unloaded" });
+    // Only the host's prompt changes: it now carries the root file itself.
+    const rootFile = join(plugin.root, "AGENTS.md");
+    await plugin.step("ses_r", `You are opencode.\nInstructions from: ${rootFile}\n${await readFile(rootFile, "utf8")}`);
+    expect(byPath((await recordsOf(dir, "ses_r", 4)).at(-1)).get("AGENTS.md")).toMatchObject({ state: "host" });
+  });
+
   test("update replaces one section atomically, keeps the frontmatter, and the new text is live at the next step", async () => {
     await using setup = await withRecords({ delivery: "system" });
     const { plugin } = setup;
