@@ -143,8 +143,12 @@ export class Catalog {
   private consider(path: string, listed = false): void {
     const before = this.entries.get(path);
     const entry = this.read(path, listed);
-    // Same bytes, same entry: an event on an unchanged file re-rules no session.
-    if (entry?.file.sha256 === before?.file.sha256 && entry?.file.path === before?.file.path) return;
+    // Same bytes, same entry: an event on an unchanged file re-rules no session. What stat says now is
+    // kept, or a touched-only change (mtime) would have refresh() read the file again at every step.
+    if (entry?.file.sha256 === before?.file.sha256 && entry?.file.path === before?.file.path) {
+      if (entry !== undefined && before !== undefined && entry.print !== before.print) this.entries.set(path, { ...before, print: entry.print });
+      return;
+    }
     if (entry === undefined) this.entries.delete(path);
     else this.entries.set(path, entry);
     this.ranker = undefined;
@@ -159,7 +163,7 @@ export class Catalog {
     if (outcome.kind !== "file") return undefined;
     let contract = readContract(outcome.version.frontmatter);
     // A rule file that does not say how it loads applies always (where its paths match, if it has some).
-    if (rule && !("include" in outcome.version.frontmatter)) contract = { ...contract, include: "always" };
+    if (rule && !namesMode(outcome.version.frontmatter, contract)) contract = { ...contract, include: "always" };
     if (contract.include === "touched") return undefined;
     if (this.options.watch) this.watchDir(dirname(path));
     return { file: outcome.version, contract, rule, print: statPrint(path) };
@@ -199,6 +203,14 @@ export class Catalog {
       // A directory that cannot be watched is read again when the store sees a change there.
     }
   }
+}
+
+/**
+ * Whether frontmatter says how its file loads: `include`, or Cursor's `alwaysApply` (false: manual, or
+ * agent with a description). An empty or bad value counts as absent, as it does for every key.
+ */
+function namesMode(frontmatter: Readonly<Record<string, unknown>>, contract: Contract): boolean {
+  return ["include", "alwaysApply"].some((key) => frontmatter[key] != null && !contract.problems.some((problem) => problem.key === key));
 }
 
 const DASH = 0x2d;

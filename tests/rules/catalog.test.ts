@@ -1,11 +1,12 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { mkdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { parseFrontmatter } from "../../plugin/files/frontmatter.ts";
 import { Catalog, textMayLoad } from "../../plugin/rules/catalog.ts";
 import { readContract } from "../../plugin/rules/contract.ts";
+import { statPrint } from "../../plugin/paths.ts";
 import { recordingLogger, Scratch } from "../files/helpers.ts";
 
 const scratch = new Scratch();
@@ -50,8 +51,32 @@ describe("catalog: which context files are entries", () => {
       "g/AGENTS.md": "--- a rule, not frontmatter\ninclude: always\n",
       ".opencode/rules/plain.md": "# rule\n",
       ".opencode/rules/touched.md": `${block("include: touched\npaths: src/**")}# rule\n`,
+      // Cursor's rule modes, and a bad value (as if absent: a rule file then applies always). Found in review.
+      ".opencode/rules/cursor-manual.md": `${block("alwaysApply: false")}# rule\n`,
+      ".opencode/rules/cursor-agent.md": `${block("alwaysApply: false\ndescription: payments")}# rule\n`,
+      ".opencode/rules/bad-include.md": `${block("include:")}# rule\n`,
     });
-    expect(modes(await build(root))).toEqual({ "a/AGENTS.md": "always", "b/AGENTS.md": "agent", "c/CLAUDE.md": "manual", ".opencode/rules/plain.md": "always" });
+    expect(modes(await build(root))).toEqual({
+      "a/AGENTS.md": "always",
+      "b/AGENTS.md": "agent",
+      "c/CLAUDE.md": "manual",
+      ".opencode/rules/plain.md": "always",
+      ".opencode/rules/cursor-manual.md": "manual",
+      ".opencode/rules/cursor-agent.md": "agent",
+      ".opencode/rules/bad-include.md": "always",
+    });
+  });
+
+  test("a change stat sees but the bytes do not (a touch) is read once, not at every refresh (found in review)", async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "a/AGENTS.md": `${block("include: always")}# a\n` });
+    const catalog = await build(root);
+    const path = join(root, "a/AGENTS.md");
+    const version = catalog.version;
+    utimesSync(path, new Date(), new Date(Date.now() + 5_000));
+    catalog.refresh();
+    expect(catalog.get(path)?.print).toBe(statPrint(path));
+    expect(catalog.version).toBe(version);
   });
 
   test("a mode spelled without its key's letters (an escape, a YAML tag) is still found", async () => {

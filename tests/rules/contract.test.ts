@@ -38,6 +38,8 @@ const fields = (contract: Contract) => {
 describe("contract: defaults and valid values", () => {
   test("no frontmatter is the frozen default", () => {
     expect(readContract({})).toEqual(DEFAULT_CONTRACT);
+    // The very object: a hierarchy of files without frontmatter is told plain by identity (apply.ts).
+    expect(readContract({})).toBe(DEFAULT_CONTRACT);
     expect(Object.isFrozen(DEFAULT_CONTRACT)).toBe(true);
     for (const list of [DEFAULT_CONTRACT.excludeAgents, DEFAULT_CONTRACT.watch, DEFAULT_CONTRACT.unknownKeys, DEFAULT_CONTRACT.problems]) expect(Object.isFrozen(list)).toBe(true);
     expect(DEFAULT_CONTRACT).toMatchObject({ include: "touched", priority: "normal", merge: "append", paths: undefined, agents: undefined });
