@@ -14,7 +14,7 @@ import { defaultRecordsDir, isSessionId, parseSteer, RECORDS_VERSION, steerPath,
 import { RecordsWriter } from "./records/writer.ts";
 import { readHistory, scanMessages } from "./host/history.ts";
 import { HOST_MARKER, hostCarries, hostEntryPaths, stripReminder } from "./host/instructions.ts";
-import { toolPaths } from "./host/tool-paths.ts";
+import { CONTEXT_TOOL, toolPaths } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
 import { isInside, statPrint } from "./paths.ts";
 import type { ResolvedOptions } from "./options.ts";
@@ -41,9 +41,6 @@ export interface ToolResult {
   output?: unknown;
   metadata?: unknown;
 }
-
-/** The name of the plugin's own tool: its path arguments are its own business, not touches. */
-export const CONTEXT_TOOL = "project_context";
 
 /** The project_context tool's arguments, as the model sends them ("" for what an action does not use). */
 export interface ContextToolArgs {
@@ -154,7 +151,7 @@ export class Engine {
 
   /** Records what a tool call touches. Synchronous and free of I/O: it runs before every tool. */
   touch(sessionID: string, tool: unknown, args: unknown): void {
-    if (this.disposed || tool === CONTEXT_TOOL) return;
+    if (this.disposed) return;
     const paths = toolPaths(tool, args, this.settings.directory, this.settings.worktree);
     if (paths.length > 0) this.sessions.get(sessionID).touch(paths);
   }
@@ -180,11 +177,14 @@ export class Engine {
       this.judgeHost(session, host, hierarchy);
       // The same inputs give the same bytes: built again only when the hierarchy, the host's files or what the conversation holds changed.
       const key = `${this.hierarchies.get(session)?.key}:${this.ruled.get(session)?.key}:${[...session.hostPaths].join("\n")}:${session.heldRevision}`;
-      const notices = session.notices.splice(0);
+      const notices = [...session.notices];
       if (session.systemMemo?.key === key && notices.length === 0) return session.systemMemo.text;
       const held = (file: FileVersion) => session.known(file.path)?.sha256 === file.sha256;
       const items = this.items(session, hierarchy, (file) => !session.hostPaths.has(file.path) && !held(file));
       const composed = await this.compose("system", items, this.settings.options.systemTokens, { notices });
+      // No exact counts (logged): no block this step, the notices kept for the next one.
+      if (composed.failed) return "";
+      session.notices.splice(0, notices.length);
       session.systemEntries = entriesByPath(composed);
       // A block with notices is said once: the next step builds the block without them.
       session.systemMemo = notices.length === 0 ? { key, text: composed.text } : undefined;
@@ -238,10 +238,12 @@ export class Engine {
     const carrier = typeof callID === "string" && callID !== "" ? callID : `call-${Date.now()}`;
     // The tool's own writes are saved by now: what is read after this moment has them.
     const since = performance.now();
+    const loaded = tool === "read" ? strings((result.metadata as { loaded?: unknown } | undefined)?.loaded) : [];
+    // Delivery "system" only judges read reminders here; the next request's block does the rest.
+    if (this.delivery !== "stable" && loaded.length === 0) return;
     await session.serially(async () => {
       await this.restore(session);
       const hierarchy = await this.fresh(session, false, since);
-      const loaded = tool === "read" ? strings((result.metadata as { loaded?: unknown } | undefined)?.loaded) : [];
       if (loaded.length > 0) this.judgeReminder(session, hierarchy, carrier, loaded, result);
       if (this.delivery !== "stable") return;
       const reached = new Set(toolPaths(tool, args, this.settings.directory, this.settings.worktree).map((touch) => touch.path));
@@ -374,25 +376,40 @@ export class Engine {
 
   private load(session: Session, target: Target): string {
     const rel = this.shownRel(target.real);
-    if (target.isFile && !this.isContextFile(target.real)) {
+    if (!this.pinTarget(session, target)) {
       return `project_context load: ${rel} is not a context file (${this.settings.options.fileNames.join(", ")}); load its directory to pin that directory's chain`;
     }
-    session.pin({ path: target.path, isFile: target.isFile });
-    for (const [file, dir] of session.unloaded) if (file === target.real || (!target.isFile && dir === target.real)) session.reloadFile(file);
     const what = target.isFile ? rel : `the context files from ${rel} up to the worktree root`;
     return `project_context load: pinned ${what} to this session; ${this.delivery === "stable" ? "new text follows below, or arrives with the next tool output" : "in the context from the next step"}.`;
   }
 
   private async unload(session: Session, target: Target): Promise<string> {
     const rel = this.shownRel(target.real);
-    const unpinned = session.unpin(target.path);
-    const hierarchy = await this.fresh(session, true);
-    const file = target.isFile ? hierarchy.byPath.get(target.real) : hierarchy.byDir.get(target.real);
+    const { unpinned, file } = await this.unloadTarget(session, target);
     if (file === undefined) {
       return unpinned ? `project_context unload: unpinned ${rel}.` : `project_context unload: ${rel} is not in this session's context (see the list action)`;
     }
-    session.unload(file.path, file.dir);
     return `project_context unload: ${escapeInline(file.rel)} is out of this session's context: disregard its instructions from now on. It comes back when a tool call touches ${this.relOf(file.dir) === "" ? "the worktree root" : this.shownRel(file.dir)} or it is loaded again.`;
+  }
+
+  /**
+   * A load (the tool's, or one replayed from history or asked by the TUI): pins the target and brings
+   * back what it had unloaded. False when a file that is not a context file is named.
+   */
+  private pinTarget(session: Session, target: Target): boolean {
+    if (target.isFile && !this.isContextFile(target.real)) return false;
+    session.pin({ path: target.path, isFile: target.isFile });
+    for (const [file, dir] of session.unloaded) if (file === target.real || (!target.isFile && dir === target.real)) session.reloadFile(file);
+    return true;
+  }
+
+  /** The tool's unload (also replayed from history): unpins the target, and takes its file out of the context if it is still in. */
+  private async unloadTarget(session: Session, target: Target): Promise<{ unpinned: boolean; file: FileVersion | undefined }> {
+    const unpinned = session.unpin(target.path);
+    const hierarchy = await this.fresh(session, true);
+    const file = target.isFile ? hierarchy.byPath.get(target.real) : hierarchy.byDir.get(target.real);
+    if (file !== undefined) session.unload(file.path, file.dir);
+    return { unpinned, file };
   }
 
   private async update(target: Target, section: string, content: string, ask: ContextToolAsk | undefined): Promise<string> {
@@ -474,8 +491,9 @@ export class Engine {
       if (typeof target === "string") {
         this.settings.log.once(`steer:${session.id}:${request.path}`, "warn", `a TUI asked to ${request.action} ${request.path} in session ${session.id}: ${target}`);
       } else if (request.action === "load") {
-        if (!target.isFile || this.isContextFile(target.real)) session.pin({ path: target.path, isFile: target.isFile });
+        this.pinTarget(session, target);
       } else if (!session.unpin(target.path)) {
+        // The TUI's unload toggles a pin off; only a file that was not pinned is taken out.
         const file = this.current(session)?.[target.isFile ? "byPath" : "byDir"].get(target.real);
         if (file === undefined) continue;
         session.unload(file.path, file.dir);
@@ -760,7 +778,9 @@ export class Engine {
       // of one of those may be newer than the store's; any other file must match to the byte.
       if (sessionWalk.has(file.dir) || hostCarries(prompt, named, file.raw)) carried.add(file.path);
     }
-    session.hostPaths = carried;
+    // The same files keep the same set: memos keyed on it (the record's) stay valid across steps.
+    const before = session.hostPaths;
+    if (carried.size !== before.size || [...carried].some((path) => !before.has(path))) session.hostPaths = carried;
   }
 
   /**
@@ -938,7 +958,7 @@ export class Engine {
       if (history.agent !== undefined) session.agent ??= history.agent;
       if (history.calls.length === 0) return;
       const touches = (calls: typeof history.calls) =>
-        calls.flatMap((call) => (call.tool === CONTEXT_TOOL ? [] : toolPaths(call.tool, call.input, this.settings.directory, this.settings.worktree)));
+        calls.flatMap((call) => toolPaths(call.tool, call.input, this.settings.directory, this.settings.worktree));
       // The system block it had: the hierarchy of the touches before its last compaction (none: its start).
       session.touch(touches(history.calls.slice(0, history.compactedCalls)));
       const baseline = await this.fresh(session);
@@ -953,12 +973,8 @@ export class Engine {
         if (call.tool !== CONTEXT_TOOL || typeof input?.path !== "string" || (input.action !== "load" && input.action !== "unload")) continue;
         const target = this.resolveTarget(input.path);
         if (typeof target === "string") continue;
-        if (input.action === "load") {
-          if (!target.isFile || this.isContextFile(target.real)) session.pin({ path: target.path, isFile: target.isFile });
-        } else if (!session.unpin(target.path)) {
-          const file = (await this.fresh(session))[target.isFile ? "byPath" : "byDir"].get(target.real);
-          if (file !== undefined) session.unload(file.path, file.dir);
-        }
+        if (input.action === "load") this.pinTarget(session, target);
+        else await this.unloadTarget(session, target);
       }
       const hierarchy = await this.fresh(session);
       for (const carried of history.carried) {

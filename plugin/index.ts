@@ -1,5 +1,6 @@
 import type { Hooks, Plugin, PluginInput } from "@opencode-ai/plugin";
-import { CONTEXT_TOOL, Engine } from "./engine.ts";
+import { Engine } from "./engine.ts";
+import { CONTEXT_TOOL } from "./host/tool-paths.ts";
 import { createChatMessage } from "./hooks/chat-message.ts";
 import { createCompacting } from "./hooks/compacting.ts";
 import { createContextTool } from "./hooks/context-tool.ts";

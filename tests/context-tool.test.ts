@@ -118,6 +118,25 @@ describe("the project_context tool", () => {
     expect(list).toContain("- services/api/plugins/payments/AGENTS.md: direct, manual");
   });
 
+  test("after a restart, an unload of a pinned directory is replayed as the tool did it: unpinned and out (found in review)", async () => {
+    await using setup = await withRecords({ delivery: "system" });
+    const call = (callID: string, tool: string, input: Record<string, string>) => ({ type: "tool", callID, tool, state: { status: "completed", input, output: "done", time: { start: 1, end: 2 } } });
+    const history = [
+      { info: { id: "msg_1", role: "user", sessionID: "ses_q" }, parts: [{ type: "text", text: "go" }] },
+      {
+        info: { id: "msg_2", role: "assistant", sessionID: "ses_q" },
+        parts: [
+          call("c1", "read", { filePath: "apps/web/src/App.tsx" }),
+          call("c2", "project_context", { action: "load", path: "apps/web", section: "", content: "" }),
+          call("c3", "project_context", { action: "unload", path: "apps/web", section: "", content: "" }),
+        ],
+      },
+    ];
+    const restarted = await openProject("monorepo", { recordsDir: setup.dir, delivery: "system" }, { history });
+    expect(sectionPaths(await restarted.step("ses_q"))).toEqual(["AGENTS.md"]);
+    expect(await contextTool(restarted, "ses_q", { action: "list" })).not.toContain("Pinned: apps/web");
+  });
+
   test("a pinned context file comes alone, not its chain; a file that is not a context file is refused with what to do", async () => {
     await using setup = await withRecords({ delivery: "system" });
     const { plugin } = setup;
@@ -221,6 +240,17 @@ describe("steering from the TUI", () => {
     expect(sectionPaths(await plugin.step("ses_t"))).toEqual(["AGENTS.md"]);
     const records = await recordsOf(dir, "ses_t", 3);
     expect(records.map((record) => record.pins)).toEqual([[], ["tools/scripts"], []]);
+  });
+
+  test("a TUI load brings back a file unloaded before, as the tool's load does (found in review)", async () => {
+    await using setup = await withRecords({ delivery: "system" });
+    const { plugin, dir } = setup;
+    await plugin.touch("ses_b", "read", { filePath: "apps/web/src/App.tsx" });
+    expect(sectionPaths(await plugin.step("ses_b"))).toContain("apps/web/AGENTS.md");
+    appendSteer(dir, "ses_b", "unload", "apps/web/AGENTS.md");
+    expect(sectionPaths(await plugin.step("ses_b"))).not.toContain("apps/web/AGENTS.md");
+    appendSteer(dir, "ses_b", "load", "apps/web/AGENTS.md");
+    expect(sectionPaths(await plugin.step("ses_b"))).toContain("apps/web/AGENTS.md");
   });
 });
 

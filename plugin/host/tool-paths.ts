@@ -13,6 +13,9 @@ const MAX_PATH_LENGTH = 4096;
 const MAX_PATHS_PER_CALL = 64;
 const MAX_PATCH_LENGTH = 1024 * 1024;
 
+/** The name of the plugin's own tool: the path it is given is what to pin or unload, not a touch. */
+export const CONTEXT_TOOL = "project_context";
+
 export interface ToolPath {
   /** Absolute, lexically inside the worktree (symlinks are settled later, on real paths). */
   readonly path: string;
@@ -25,7 +28,7 @@ export interface ToolPath {
  * `tool.execute.before` runs before every tool and must not wait on the filesystem.
  */
 export function toolPaths(tool: unknown, args: unknown, sessionDir: string, worktree: string): ToolPath[] {
-  if (typeof args !== "object" || args === null || Array.isArray(args)) return [];
+  if (tool === CONTEXT_TOOL || typeof args !== "object" || args === null || Array.isArray(args)) return [];
   const record = args as Record<string, unknown>;
   const found = new Map<string, boolean>();
   const add = (raw: string, isFile: boolean) => {
