@@ -32,12 +32,14 @@ export function readTail(path: string, bytes: number): Tail | undefined {
   try {
     const stat = fstatSync(fd);
     if (!stat.isFile()) return undefined;
-    const length = Math.min(stat.size, Math.max(0, bytes));
-    const start = stat.size - length;
+    const start = stat.size - Math.min(stat.size, Math.max(0, bytes));
+    // One byte before the window too: when it ends a line, the window's first line is whole.
+    const from = Math.max(0, start - 1);
+    const length = stat.size - from;
     const buffer = Buffer.alloc(length);
     let read = 0;
     while (read < length) {
-      const got = readSync(fd, buffer, read, length - read, start + read);
+      const got = readSync(fd, buffer, read, length - read, from + read);
       if (got === 0) break; // truncated since the stat
       read += got;
     }

@@ -48,7 +48,10 @@ describe("readTail", () => {
     const path = join(dir, "f");
     writeFileSync(path, "one\ntwo\n");
     expect(readTail(path, 100)).toEqual({ text: "one\ntwo\n", whole: true });
-    expect(readTail(path, 5)).toEqual({ text: "two\n", whole: false }); // "o\ntwo\n": the cut "o" is dropped
+    expect(readTail(path, 5)).toEqual({ text: "two\n", whole: false }); // "\ntwo\n": the break before "two" ends the dropped part
+    // A window that starts a line keeps it (found in review: it was dropped as if cut).
+    expect(readTail(path, 4)).toEqual({ text: "two\n", whole: false });
+    expect(readTail(path, 6)).toEqual({ text: "two\n", whole: false }); // "o\ntwo\n": the cut "o" is dropped
     expect(readTail(path, 2)).toEqual({ text: "", whole: false });
     // A multi-byte character cut by the window's start is in the dropped partial line.
     writeFileSync(path, "路径路径\nok\n");
