@@ -1,4 +1,4 @@
-import { watch, type FSWatcher } from "node:fs";
+import { lstatSync, watch, type FSWatcher } from "node:fs";
 import { basename, dirname, join, relative, sep } from "node:path";
 import type { FileVersion } from "../files/contained.ts";
 import { decodeText, readContained, readContainedHead } from "../files/contained.ts";
@@ -121,7 +121,8 @@ export class Catalog {
   changed(path: string): void {
     if (this.disposed) return;
     const rel = relative(this.options.worktree, path).split(sep).join("/");
-    if (this.index !== undefined && !rel.startsWith("..")) this.index.update(rel, true);
+    // A deleted candidate leaves the index too (else it stays listed, and counts against maxEntries).
+    if (this.index !== undefined && !rel.startsWith("..")) this.index.update(rel, lstatSync(path, { throwIfNoEntry: false }) !== undefined);
     this.consider(path);
   }
 

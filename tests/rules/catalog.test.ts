@@ -79,6 +79,19 @@ describe("catalog: which context files are entries", () => {
     expect(catalog.version).toBe(version);
   });
 
+  test("a deleted candidate leaves the index's files, and its entry goes (found in review)", async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "a/AGENTS.md": `${block("include: always")}# a\n`, "b/AGENTS.md": "# b\n" });
+    const catalog = await build(root);
+    expect(catalog.index?.files).toEqual(["a/AGENTS.md", "b/AGENTS.md"]);
+    for (const rel of ["a/AGENTS.md", "b/AGENTS.md"]) {
+      rmSync(join(root, rel));
+      catalog.changed(join(root, rel));
+    }
+    expect(catalog.index?.files).toEqual([]);
+    expect(modes(catalog)).toEqual({});
+  });
+
   test("a mode spelled without its key's letters (an escape, a YAML tag) is still found", async () => {
     const root = scratch.dir();
     scratch.write(root, {
