@@ -452,11 +452,7 @@ export class Engine {
 
   /** A context file by name (or one of its variants), or a rule file the worktree catalog knows. */
   private isContextFile(real: string): boolean {
-    const name = basename(real);
-    return this.settings.options.fileNames.some((base) => {
-      const stem = base.replace(/\.md$/i, "");
-      return name === base || name === `${stem}.override.md` || name === `${stem}.local.md`;
-    }) || this.catalog?.get(real) !== undefined;
+    return this.store.isCandidateName(basename(real)) || this.catalog?.get(real) !== undefined;
   }
 
   /** The `pin` option: every session starts with these. */

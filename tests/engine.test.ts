@@ -35,6 +35,21 @@ describe("sessions", () => {
     expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md", "services/api/AGENTS.md", "tools/scripts/CLAUDE.md"]);
   });
 
+  test("a file name that is not markdown: the store looks for its variants under the names the index lists (found in review)", async () => {
+    const project = await tempProject();
+    const plugin = await start(project.root, { fileNames: ["CONVENTIONS.txt"], delivery: "system" });
+    try {
+      await mkdir(join(project.root, "pkg"), { recursive: true });
+      await writeFile(join(project.root, "CONVENTIONS.txt"), "# Root conventions\n");
+      await writeFile(join(project.root, "pkg/CONVENTIONS.override.md"), "# Package override\n");
+      await plugin.touch("s", "read", { filePath: "pkg/x.ts" });
+      expect(sectionPaths(await plugin.step("s"))).toEqual(["CONVENTIONS.txt", "pkg/CONVENTIONS.override.md"]);
+    } finally {
+      await plugin.dispose();
+      await project.cleanup();
+    }
+  });
+
   test("session.deleted frees the session: it starts over", async () => {
     const plugin = await open();
     await plugin.touch("s", "read", { filePath: "apps/web/src/App.tsx" });

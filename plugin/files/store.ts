@@ -7,6 +7,7 @@ import { isInside } from "../paths.ts";
 import { readContained, type FileVersion, type Skip } from "./contained.ts";
 import { RecordCache } from "./records.ts";
 import { chainOfWalk, walkUp } from "./walk.ts";
+import { contextNamesOf } from "./worktree-index.ts";
 
 export interface FileStoreOptions {
   /** The walk's upper bound; resolved to its real path once. */
@@ -41,14 +42,16 @@ export interface Candidate {
  * (the first that exists follows it).
  */
 export function candidatesOf(fileNames: readonly string[]): readonly Candidate[] {
-  const stem = (name: string) => name.replace(/\.md$/i, "");
+  // The variants' names as the worktree index lists them (one rule: the extension becomes .md).
+  const seen = new Set<string>();
+  const once = (candidate: Candidate) => !seen.has(candidate.name) && seen.add(candidate.name) !== undefined;
   return Object.freeze([
     ...fileNames.flatMap((name): Candidate[] => [
-      { name: `${stem(name)}.override.md`, kind: "override" },
+      { name: contextNamesOf([name]).override[0]!, kind: "override" },
       { name, kind: "base" },
     ]),
-    ...fileNames.map((name): Candidate => ({ name: `${stem(name)}.local.md`, kind: "local" })),
-  ]);
+    ...contextNamesOf(fileNames).local.map((name): Candidate => ({ name, kind: "local" })),
+  ].filter(once));
 }
 
 /** What one directory holds, read once per version. */
@@ -300,6 +303,11 @@ export class FileStore {
     return this.barrier()
       .then(() => new Promise<void>((resolve) => setImmediate(resolve)))
       .then(() => this.check(dirs, this.mode === "sync"));
+  }
+
+  /** Whether a file name is one of the context file names (a base name or one of its variants). */
+  isCandidateName(name: string): boolean {
+    return this.names.has(name);
   }
 
   /** How the store stands: for the benchmark, explain and tests. */
