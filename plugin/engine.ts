@@ -78,7 +78,7 @@ export class Engine {
   private readonly hierarchies = new WeakMap<Session, { key: string; base: string; evictions: number; order: number; hierarchy: Hierarchy }>();
   /** The hierarchy after the rules, per session, and what it was made from. */
   /** `checked`: the touched files the rules (or a later check against the waiting files) have seen. */
-  private readonly ruled = new WeakMap<Session, { key: string; hierarchy: Hierarchy; ruled: Ruled; checked: Set<string> }>();
+  private readonly ruled = new WeakMap<Session, { key: string; hierarchy: Hierarchy; ruled: Ruled; checked: Set<string>; version: number }>();
   /** Touched files' real paths, by path, with the start they were worked out from (the rules ask for all of them). */
   private readonly realPaths = new Map<string, { readonly start: string; readonly real: string }>();
   /** Each watching contract's targets, for the index listing they were matched against. */
@@ -276,10 +276,11 @@ export class Engine {
   private attach(session: Session, text: string): void {
     const { agentThreshold, agentTop } = this.settings.options;
     if (this.catalog === undefined || text.trim() === "" || agentTop === 0) return;
-    for (const ranked of this.catalog.rank(text, agentThreshold, agentTop)) {
-      if (session.attached.has(ranked.key) || !appliesToAgent(ranked.entry.contract, session.agent ?? "build")) continue;
-      session.attached.set(ranked.key, ranked.score);
-      session.version++;
+    // A file not for this agent cannot load: it takes none of the message's agentTop places.
+    const forAgent = this.catalog.rank(text, agentThreshold, Infinity).filter((ranked) => appliesToAgent(ranked.entry.contract, session.agent ?? "build"));
+    for (const ranked of forAgent.slice(0, agentTop)) {
+      // The rules' key counts attached files: what the session is made of changed.
+      if (!session.attached.has(ranked.key)) session.attached.set(ranked.key, ranked.score);
     }
   }
 
@@ -662,12 +663,13 @@ export class Engine {
     const base = keyOf();
     // Imported files are checked by stat: an edit of one makes the rules apply again.
     if (memo !== undefined && memo.key === `${base}:${printOf(memo.ruled.imports)}`) {
-      if (memo.hierarchy === hierarchy) return memo.ruled;
+      // No path new to the session (nor a directory's path now read as a file): the same decisions.
+      if (memo.hierarchy === hierarchy && memo.version === session.version) return memo.ruled;
       // The same files with other touched paths (the common step): the rules decide the same unless a
       // new touched file matches a file waiting for its `paths:`. A 2,000-file hierarchy is not ruled again.
       if (memo.hierarchy.files === hierarchy.files && !this.matchesWaiting(memo.ruled, memo.checked, hierarchy, session)) {
-        const ruled: Ruled = { ...memo.ruled, starts: hierarchy.starts };
-        this.ruled.set(session, { ...memo, hierarchy, ruled });
+        const ruled: Ruled = memo.hierarchy === hierarchy ? memo.ruled : { ...memo.ruled, starts: hierarchy.starts };
+        this.ruled.set(session, { ...memo, hierarchy, ruled, version: session.version });
         return ruled;
       }
     }
@@ -713,7 +715,7 @@ export class Engine {
         this.settings.log.once(`contract:${file.sha256}:${problem.key}`, "warn", describeProblem(file.rel, problem));
       }
     }
-    this.ruled.set(session, { key: `${keyOf()}:${printOf(ruled.imports)}`, hierarchy, ruled, checked });
+    this.ruled.set(session, { key: `${keyOf()}:${printOf(ruled.imports)}`, hierarchy, ruled, checked, version: session.version });
     return ruled;
   }
 

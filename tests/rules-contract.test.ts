@@ -196,6 +196,14 @@ describe("paths", () => {
     expect(filesOf((await recordsOf(repo, "ses_s", 3)).at(-1)).get("sql/AGENTS.md")).toMatchObject({ mode: "touched", state: "system" });
   });
 
+  test("a file named first as a directory (grep's path), then read, is a touched file for paths (found by a hostile run)", async () => {
+    const { plugin } = await open();
+    await plugin.step("ses_g2");
+    await tool(plugin, "ses_g2", "grep", { pattern: "SELECT", path: "sql/schema.sql" });
+    const output = await read(plugin, "ses_g2", "sql/schema.sql");
+    expect(output).toContain("PATHS-RULE");
+  });
+
   test("a rule file's paths (a string here) are worktree-relative; with no include it applies always where they match", async () => {
     const repo = await open({ delivery: "system" });
     const { plugin } = repo;
@@ -241,6 +249,13 @@ describe("agents, exclude_agents, apply_to", () => {
     expect(sectionPaths(await plugin.step("ses_x")).filter((rel) => rel.startsWith("agent/"))).toEqual(["agent/db/AGENTS.md"]);
     await message(plugin, "ses_x", "build", CSS_REQUEST);
     expect(sectionPaths(await plugin.step("ses_x")).filter((rel) => rel.startsWith("agent/"))).toEqual(["agent/db/AGENTS.md", "agent/ui/AGENTS.md"]);
+  });
+
+  test("a file not for the agent takes none of the message's agentTop places (found in review)", async () => {
+    const { plugin } = await open({ delivery: "system", agentTop: 1 });
+    // The CSS file ranks first but excludes plan: the database file, second, is the one place's.
+    await message(plugin, "ses_y", "plan", `${CSS_REQUEST}; ${DB_QUESTION}`);
+    expect(sectionPaths(await plugin.step("ses_y")).filter((rel) => rel.startsWith("agent/"))).toEqual(["agent/db/AGENTS.md"]);
   });
 });
 

@@ -140,13 +140,16 @@ export class Session {
   touch(paths: readonly ToolPath[]): void {
     if (this.unloaded.size > 0 && this.touchedSinceUnload.length < this.maxTouched) this.touchedSinceUnload.push(...paths);
     for (const touched of paths) {
+      const before = this.touched.get(touched.path);
+      // A path once touched as a file stays one (grep names a file as its `path`; a read of it follows).
+      const entry = before?.isFile === true ? before : touched;
       // Touching the latest path again changes nothing: the common case, kept free.
-      if (this.lastTouched === touched.path) continue;
+      if (this.lastTouched === touched.path && before?.isFile === entry.isFile) continue;
       this.lastTouched = touched.path;
-      const known = this.touched.delete(touched.path);
-      this.touched.set(touched.path, touched);
+      this.touched.delete(touched.path);
+      this.touched.set(touched.path, entry);
       this.order++;
-      if (!known) this.version++;
+      if (before?.isFile !== entry.isFile) this.version++;
       if (this.touched.size > this.maxTouched) {
         const oldest = this.touched.keys().next().value;
         if (oldest !== undefined) this.touched.delete(oldest);
