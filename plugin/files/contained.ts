@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { closeSync, constants, fstatSync, openSync, readlinkSync, readSync, realpathSync, statSync, type Stats } from "node:fs";
 import { relative } from "node:path";
 import { isInside } from "../paths.ts";
-import { parseFrontmatter } from "./frontmatter.ts";
+import { cutInsideFrontmatter, parseFrontmatter } from "./frontmatter.ts";
 
 /** One version of one context file, as read from disk: never changed once made. */
 export interface FileVersion {
@@ -86,6 +86,8 @@ export function readContained(candidate: string, dir: string, realRoot: string, 
     const text = decodeText(bytes, truncated);
     if (text.kind === "refused") return skip(candidate, text.reason, false);
     const raw = text.text;
+    // Sent as text, such a file would show its frontmatter, and load whatever its mode says: left out.
+    if (truncated && cutInsideFrontmatter(raw)) return skip(candidate, `its frontmatter runs past the first ${maxFileBytes} bytes (option maxFileBytes)`, false);
     const { body, frontmatter, error } = parseFrontmatter(raw);
     const notes: string[] = [];
     if (error !== undefined) notes.push(`its frontmatter was dropped unused (${error}); the rest of the file is used`);

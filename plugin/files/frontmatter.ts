@@ -32,6 +32,16 @@ export interface ParsedText {
  * it is all content (gray-matter alone would take the whole file as frontmatter).
  */
 const BLOCK = /^---[ \t]*([A-Za-z]*)[ \t]*\r?\n(?:([\s\S]*?)\r?\n)?---[ \t]*(?:\r?\n|$)/;
+/** A first line that opens a block as BLOCK reads one. */
+const OPENER = /^---[ \t]*[A-Za-z]*[ \t]*\r?\n/;
+
+/**
+ * Text cut short (a file longer than maxFileBytes) that opens a block and does not close it: where
+ * its frontmatter ends, and what it says (its include mode), lie past the cut.
+ */
+export function cutInsideFrontmatter(text: string): boolean {
+  return OPENER.test(text) && !BLOCK.test(text);
+}
 
 /** A line that starts with a known key and a colon (optionally quoted, as JSON writes it). */
 const KNOWN_KEY_LINE = new RegExp(`^[ \\t]*["']?(?:${[...KNOWN_KEYS].join("|")})["']?[ \\t]*:`, "m");

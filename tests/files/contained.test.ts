@@ -22,6 +22,22 @@ describe("readContained", () => {
     expect(Object.isFrozen(version)).toBe(true);
   });
 
+  test("frontmatter that runs past maxFileBytes is refused, never sent as text (found by a hostile run)", () => {
+    const root = scratch.dir();
+    const keys = Array.from({ length: 200 }, (_, i) => `k${i}: value-${i}`).join("\n");
+    scratch.write(root, {
+      "a/AGENTS.md": `---\ninclude: manual\n${keys}\n---\n# A\n`,
+      // A file opening with a rule it closes within the cut, and one that never opens a block, read as ever.
+      "b/AGENTS.md": `---\ninclude: manual\n---\n${"x".repeat(2 * MAX)}\n`,
+      "c/AGENTS.md": `# C\n${"y".repeat(2 * MAX)}\n`,
+    });
+    const cut = readContained(join(root, "a/AGENTS.md"), join(root, "a"), root, MAX);
+    expect(cut.kind === "skip" && cut.skip.reason).toBe(`its frontmatter runs past the first ${MAX} bytes (option maxFileBytes)`);
+    const closed = readContained(join(root, "b/AGENTS.md"), join(root, "b"), root, MAX);
+    expect(closed.kind === "file" && closed.version.frontmatter).toEqual({ include: "manual" });
+    expect(readContained(join(root, "c/AGENTS.md"), join(root, "c"), root, MAX).kind).toBe("file");
+  });
+
   test("a candidate that is a symlink to a file inside the worktree is read from its target", () => {
     const root = scratch.dir();
     scratch.write(root, { "shared/rules.md": "# shared\n" });
