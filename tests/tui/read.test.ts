@@ -158,6 +158,8 @@ describe("watchRecords", () => {
     const seen: string[] = [];
     const watch = watchRecords(root, (session) => seen.push(session));
     appendFileSync(recordsPath(root, SESSION), line(record(1)));
+    // The event in, its burst timer running (found in review: closing before the event arrived tested nothing).
+    await new Promise((resolve) => setTimeout(resolve, SETTLE_MS / 2));
     watch.close(); // before the burst settles: its timer goes too
     await new Promise((resolve) => setTimeout(resolve, SETTLE_MS * 4));
     expect(seen).toEqual([]);
