@@ -56,7 +56,7 @@ export type ContextToolAsk = (request: { permission: string; patterns: string[];
 const HISTORY_TIMEOUT_MS = 3000;
 /** Bytes of a steering file read at most per step: a TUI writes a short line per pin. */
 const MAX_STEER_READ = 64 * 1024;
-/** Files one `watch:` checks at most (each is one stat per step of the sessions that load it). */
+/** Files one `watch:` checks at most (each is one stat per check of the sessions that load it). */
 const MAX_WATCH_TARGETS = 256;
 /** Framing a critical file's section may cost (path, tags, a notice): generous, as its only use is to keep such files whole. */
 const CRITICAL_FRAME_TOKENS = 64;
@@ -76,8 +76,10 @@ export class Engine {
   private disposed = false;
   /** The hierarchy last computed per session, with what it was computed from. */
   private readonly hierarchies = new WeakMap<Session, { key: string; base: string; evictions: number; order: number; hierarchy: Hierarchy }>();
-  /** The hierarchy after the rules, per session, and what it was made from. */
-  /** `checked`: the touched files the rules (or a later check against the waiting files) have seen. */
+  /**
+   * The hierarchy after the rules, per session, and what it was made from; `checked`: the touched
+   * files the rules (or a later check against the waiting files) have seen.
+   */
   private readonly ruled = new WeakMap<Session, { key: string; hierarchy: Hierarchy; ruled: Ruled; checked: Set<string>; version: number }>();
   /** Touched files' real paths, by path, with the start they were worked out from (the rules ask for all of them). */
   private readonly realPaths = new Map<string, { readonly start: string; readonly real: string }>();
@@ -566,9 +568,9 @@ export class Engine {
   /**
    * `watch:` in a loaded file's frontmatter: a watched file created, changed or deleted since the
    * session last looked gives one notice naming both files, at the session's next delivery. Watched
-   * files are the index's context files and the globs' plain paths, checked by stat when the session
-   * steps (only sessions with a watching file pay for it); a file loaded later starts from what is
-   * there then, with no old notices.
+   * files are the index's context files and the globs' plain paths, checked by stat whenever the
+   * session's hierarchy is brought up to date (a tool call, a message, a block; only sessions with a
+   * watching file pay for it); a file loaded later starts from what is there then, with no old notices.
    */
   private checkWatches(session: Session, ruled: Ruled): void {
     if (ruled.watchers.length === 0 && session.watched.size === 0) return;

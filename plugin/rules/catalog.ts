@@ -99,11 +99,6 @@ export class Catalog {
     return this.entries.get(path);
   }
 
-  /** The files to load in every session: `always`, and rule files with no include. */
-  always(): Entry[] {
-    return [...this.entries.values()].filter((entry) => entry.contract.include === "always");
-  }
-
   /** `agent` files scoring above the threshold for `message`, best first. */
   rank(message: string, threshold: number, top: number): (Ranked & { readonly entry: Entry })[] {
     if (this.ranker === undefined) {
