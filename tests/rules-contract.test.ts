@@ -253,8 +253,8 @@ describe("agents, exclude_agents, apply_to", () => {
 
   test("a file not for the agent takes none of the message's agentTop places (found in review)", async () => {
     const { plugin } = await open({ delivery: "system", agentTop: 1 });
-    // The CSS file ranks first but excludes plan: the database file, second, is the one place's.
-    await message(plugin, "ses_y", "plan", `${CSS_REQUEST}; ${DB_QUESTION}`);
+    // The CSS file ranks first (0.46) but excludes plan: the database file, second (0.25), is the one place's.
+    await message(plugin, "ses_y", "plan", `${CSS_REQUEST}, then the database migration`);
     expect(sectionPaths(await plugin.step("ses_y")).filter((rel) => rel.startsWith("agent/"))).toEqual(["agent/db/AGENTS.md"]);
   });
 });
