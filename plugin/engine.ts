@@ -610,11 +610,13 @@ export class Engine {
     return sorted;
   }
 
-  private async raw(session: Session, ordered: boolean, since?: number): Promise<Hierarchy> {
+  private async raw(session: Session, ordered: boolean, since = performance.now()): Promise<Hierarchy> {
     // Reused or computed, the hierarchy is checked against disk; a change found means computing again
     // (three rounds at most: a directory rewritten faster than it can be read is served as last read).
     // Touching a known path again only changes priorities: a block that is about to be built asks
     // for them (`ordered`); finding what to deliver does not.
+    // The freshness barrier starts first: its watcher hop runs while a new chain is read.
+    this.store.prepare(since);
     for (let round = 0; ; round++) {
       // Taken before the hierarchy is computed: a change installed while it is (a settle of another
       // session's call, a re-read in a slice) makes it stale even though it came before the settle below.

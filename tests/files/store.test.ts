@@ -149,6 +149,36 @@ describe("freshness", () => {
     expect(await bodies(store, start)).toEqual(["ab\n", "claude\n"]);
   });
 
+  test("a barrier started early (prepare) is the one the settle waits for: its hop overlaps the work in between", async () => {
+    const { root, store, start, walk } = setUp();
+    await store.settle(walk);
+    await watchesStarted();
+    // Saved before the step: the barrier prepared at the step's start must vouch for it.
+    writeFileSync(join(root, "a/b/AGENTS.md"), "saved before the step\n");
+    const since = performance.now();
+    store.prepare(since);
+    const written = store.stats.barriers;
+    await store.settle(walk, since);
+    expect(store.stats.barriers).toBe(written);
+    expect(await bodies(store, start)).toEqual(["root\n", "saved before the step\n"]);
+  });
+
+  test("a prepared barrier written before a later settle's `since` is not shared: an edit saved in between is seen", async () => {
+    const { root, store, start, walk } = setUp();
+    await store.settle(walk);
+    await watchesStarted();
+    for (let i = 0; i < 50; i++) {
+      store.prepare(performance.now());
+      // Its sentinel is written a microtask after prepare: the edit below comes after it.
+      await Promise.resolve();
+      writeFileSync(join(root, "a/b/AGENTS.md"), `edit ${i}\n`);
+      const before = store.stats.barriers;
+      await store.settle(walk, performance.now());
+      expect(store.stats.barriers).toBe(before + 1);
+      expect(await bodies(store, start)).toEqual(["root\n", `edit ${i}\n`]);
+    }
+  });
+
   test("an unchanged chain is the same object, and the generation does not move", async () => {
     const { store, start, walk } = setUp();
     await store.settle(walk);
