@@ -106,6 +106,8 @@ interface Record_ extends DirectoryRecord {
   readonly signature: string;
   /** Read again at the next check whatever the signature says (a transient failure, or a racy read). */
   readonly retry: boolean;
+  /** performance.now() just before the signature was taken: it has every change saved before then. */
+  readonly readAt: number;
 }
 
 interface Start {
@@ -294,15 +296,15 @@ export class FileStore {
    */
   settle(dirs: Iterable<string>, since = Infinity): Promise<void> {
     if (this.disposed) return RESOLVED;
-    if (this.mode === "sync") return this.check(dirs, true);
-    if (this.passedAt >= since) return this.check(dirs, false);
+    if (this.mode === "sync") return this.check(dirs, true, since);
+    if (this.passedAt >= since) return this.check(dirs, false, since);
     // One more turn once the sentinel's event is in: Bun dispatches the events of one read of its
     // watcher to each watch's callback in turns of their own, not always in the order they happened
     // (an edit's event seen a few ms after the sentinel's, 1 run in 10 of tests/delivery.test.ts's
     // "however recently"; none in 20 with this turn).
     return this.barrier(since)
       .then(() => new Promise<void>((resolve) => setImmediate(resolve)))
-      .then(() => this.check(dirs, this.mode === "sync"));
+      .then(() => this.check(dirs, this.mode === "sync", since));
   }
 
   /**
@@ -411,8 +413,9 @@ export class FileStore {
 
   private readDir(dir: string): Record_ {
     const startedAt = Date.now();
+    const readAt = performance.now();
     const signature = this.signatureOf(dir);
-    if (this.disposed || !signature.startsWith("d")) return Object.freeze({ dir, exists: false, file: null, local: null, skipped: [], signature, retry: false });
+    if (this.disposed || !signature.startsWith("d")) return Object.freeze({ dir, exists: false, file: null, local: null, skipped: [], signature, retry: false, readAt });
     const { maxFileBytes, log } = this.options;
     const ignored = this.options.isIgnored?.(dir) === true;
     const skipped: Skip[] = [];
@@ -444,7 +447,7 @@ export class FileStore {
     // would reach a step after the barrier). So such a directory is stat'd at each settle while it is
     // quiet for QUIET_MS.
     if (movedAtime && this.watched.has(dir)) this.dirty.set(dir, performance.now());
-    return Object.freeze({ dir, exists: true, file, local, skipped: Object.freeze(skipped), signature, retry: racy || skipped.some((s) => s.transient) });
+    return Object.freeze({ dir, exists: true, file, local, skipped: Object.freeze(skipped), signature, retry: racy || skipped.some((s) => s.transient), readAt });
   }
 
   /**
@@ -481,13 +484,15 @@ export class FileStore {
 
   /**
    * Stats the directories of `dirs` that need it (all, or the dirty and unwatched ones) and reads again
-   * what changed. Directories are checked synchronously; re-reads run in slices and are awaited.
+   * what changed. Directories are checked synchronously; re-reads run in slices and are awaited. One
+   * read since `since` already has every change saved before it (a new chain's directories, which
+   * stay dirty or unwatched for the settles that follow): it is not stat'd again.
    */
-  private check(dirs: Iterable<string>, all: boolean): Promise<void> {
+  private check(dirs: Iterable<string>, all: boolean, since: number): Promise<void> {
     if (this.disposed) return RESOLVED;
     let rereads: Promise<unknown>[] | undefined;
     for (const dir of all ? dirs : this.needingCheck(dirs)) {
-      const reread = this.checkDir(dir);
+      const reread = this.checkDir(dir, since);
       if (reread !== undefined) (rereads ??= []).push(reread);
     }
     return rereads === undefined ? RESOLVED : Promise.all(rereads).then(() => undefined);
@@ -523,11 +528,11 @@ export class FileStore {
     return due;
   }
 
-  private checkDir(dir: string): Promise<unknown> | undefined {
+  private checkDir(dir: string, since: number): Promise<unknown> | undefined {
     const kids = this.missingByParent.get(dir);
     if (kids !== undefined) for (const kid of [...kids]) if (exists(kid)) this.structureChanged(kid);
     const record = this.records.peek(dir);
-    if (record === undefined) return undefined;
+    if (record === undefined || (record.readAt >= since && !record.retry)) return undefined;
     const signature = this.signatureOf(dir);
     const entry = this.watched.get(dir);
     if (this.mode === "watch" && entry !== undefined && entry.handle === undefined && signature.startsWith("d")) this.startWatch(dir, entry);

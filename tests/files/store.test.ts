@@ -179,6 +179,28 @@ describe("freshness", () => {
     }
   });
 
+  test("a new chain read after a settle's `since` (which that settle does not stat again): an edit saved after the read is seen by the next settle", async () => {
+    const root = scratch.dir();
+    for (let i = 0; i < 20; i++) scratch.write(root, { [`d${i}/e/AGENTS.md`]: `first ${i}\n` });
+    // Older than the racy window: a read of them is trusted (a racy one is read again at every settle).
+    await Bun.sleep(QUIET_GAP_MS);
+    for (let i = 0; i < 20; i++) {
+      const store = scratch.store(root);
+      const since = performance.now();
+      store.prepare(since);
+      const start = store.resolveStart(join(root, `d${i}/e/x.ts`), true)!;
+      const walk = store.walkOf(start);
+      store.retain("s", walk);
+      expect(await bodies(store, start)).toEqual([`first ${i}\n`]);
+      // Saved after the read, before the settle: this settle may leave it, the next must not.
+      writeFileSync(join(root, `d${i}/e/AGENTS.md`), `second ${i}\n`);
+      await store.settle(new Set(walk), since);
+      await store.settle(new Set(walk), performance.now());
+      expect(await bodies(store, start)).toEqual([`second ${i}\n`]);
+      await store.dispose();
+    }
+  });
+
   test("an unchanged chain is the same object, and the generation does not move", async () => {
     const { store, start, walk } = setUp();
     await store.settle(walk);
