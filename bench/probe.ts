@@ -15,8 +15,11 @@ import { type Call, pluginInput, pluginLog, pluginPath, promptText, Session } fr
 import { chainFiles, loadTree, markerOf, markTree, Rng, toolCall, type Tree } from "./tree.ts";
 
 type Mode = "steps" | "start" | "rss" | "fresh";
-/** `control` (rss only): the same steps without the plugin, for what the harness itself adds. */
-export type Args = { mode: Mode; root: string; touched?: number; seriesMs?: number; edits?: number; delivery?: string; control?: boolean };
+/**
+ * `control` (rss only): the same steps without the plugin, for what the harness itself adds;
+ * `baseline`: the same steps with loader (b) instead of the plugin, for what a plain loader costs in Bun.
+ */
+export type Args = { mode: Mode; root: string; touched?: number; seriesMs?: number; edits?: number; delivery?: string; control?: boolean; baseline?: boolean };
 
 /** Nearest-rank percentiles (a p99 that actually happened), in ms. */
 export function summary(samples: number[]): { n: number; p50: number; p99: number; max: number } {
@@ -157,16 +160,19 @@ function descendantsRss(): number {
   return total;
 }
 
-async function rss(tree: Tree, touchedCount: number, control: boolean) {
+async function rss(tree: Tree, touchedCount: number, control: boolean, baseline: boolean) {
   Bun.gc(true);
   const before = process.memoryUsage();
-  const { hooks, session } = await start(tree.root, {}, {}, control);
+  const { hooks, session } = await start(tree.root, {}, {}, control || baseline);
+  const loader = baseline ? new StatCacheLoader(tree.root) : undefined;
+  const run = async (calls: Call[]) => {
+    await step(session, calls);
+    if (loader) loaderStep(loader, calls);
+  };
   const touched = tree.touchOrder.slice(0, touchedCount);
-  for (let i = 0; i < touched.length; i += 20) {
-    await step(session, touched.slice(i, i + 20).map((id, j) => toolCall(tree, id, j)));
-  }
+  for (let i = 0; i < touched.length; i += 20) await run(touched.slice(i, i + 20).map((id, j) => toolCall(tree, id, j)));
   const rng = new Rng(5);
-  for (let i = 0; i < 20; i++) await step(session, [1, 2, 3, 4].map((j) => toolCall(tree, rng.pick(touched), i * 4 + j)));
+  for (let i = 0; i < 20; i++) await run([1, 2, 3, 4].map((j) => toolCall(tree, rng.pick(touched), i * 4 + j)));
   session.messages.length = 0; // the host's copy of the conversation is not the plugin's memory
   await Bun.sleep(3000);
   Bun.gc(true);
@@ -275,7 +281,7 @@ const delivery = args.delivery ?? "stable";
 const result =
   args.mode === "steps" ? await steps(tree, args.touched ?? 200, args.seriesMs ?? 6000)
   : args.mode === "start" ? await startup(tree)
-  : args.mode === "rss" ? await rss(tree, args.touched ?? 2000, args.control === true)
+  : args.mode === "rss" ? await rss(tree, args.touched ?? 2000, args.control === true, args.baseline === true)
   : { freshness: await freshness(tree, delivery, args.edits ?? 1000), session: await scriptedSession(tree, delivery) };
 console.log(JSON.stringify({ result, log: pluginLog }));
 process.exit(0);

@@ -77,6 +77,7 @@ for (let i = 1, t0 = performance.now(); i <= 3 && (i === 1 || performance.now() 
 const rss = rssRuns.sort((a, b) => a.addedRssMiB - b.addedRssMiB)[Math.floor((rssRuns.length - 1) / 2)];
 const control = await probe("RSS control: the same steps without the plugin", { mode: "rss", root: large.root, touched: 2000, control: true });
 const pluginRss = rss && control ? rss.addedRssMiB - control.addedRssMiB : NaN;
+const baselineRss = await probe("RSS of loader (b): the same steps with the stat-cache loader instead of the plugin", { mode: "rss", root: large.root, touched: 2000, baseline: true });
 const modes: Json = {};
 for (const delivery of ["stable", "system"] as const) {
   const label = `freshness (1,000 edits) and the 60-step session, delivery "${delivery}"`;
@@ -142,7 +143,7 @@ const results = {
   targets,
   steps,
   startup: starts,
-  rss: { runs: rssRuns, control, addedByPluginMiB: pluginRss },
+  rss: { runs: rssRuns, control, addedByPluginMiB: pluginRss, statCacheLoader: baselineRss },
   deliveryModes: modes,
   pluginLog: Object.fromEntries(logs),
   errors,
@@ -214,7 +215,9 @@ ${rss && control ? `A fresh process reads RSS after a full GC, imports the plugi
 repo (20 tool calls a step), runs 20 more steps of 4 calls, drops the host's copy of the conversation, waits 3 s, collects
 garbage and reads RSS again, plus the RSS of any process the plugin started: +${f(rss.addedRssMiB, 1)} MiB (median of ${rssRuns.length}; child
 processes ${f(rss.childProcessesMiB, 1)} MiB, JS heap +${f(rss.addedHeapMiB, 1)} MiB). A control process doing the same steps with no plugin (the
-harness's own allocations) adds ${f(control.addedRssMiB, 1)} MiB, so the plugin adds **${f(pluginRss, 1)} MiB**.` : "An RSS probe failed."}
+harness's own allocations) adds ${f(control.addedRssMiB, 1)} MiB, so the plugin adds **${f(pluginRss, 1)} MiB**.${baselineRss ? ` For scale, the
+stat-cache loader (b) doing the same steps in place of the plugin (one process, reading the same chains, holding only
+their text) adds ${f(baselineRss.addedRssMiB - control.addedRssMiB, 1)} MiB (JS heap +${f(baselineRss.addedHeapMiB, 1)} MiB).` : ""}` : "An RSS probe failed."}
 
 ## Delivery modes: freshness and the 60-step session (1,000-file repo)
 
