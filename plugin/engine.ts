@@ -1,6 +1,6 @@
 import type { PluginInput } from "@opencode-ai/plugin";
 import { closeSync, constants, fstatSync, openSync, readSync, realpathSync, statSync } from "node:fs";
-import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
+import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { compose, knownTokens, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
 import { escapeInline } from "./block/escape.ts";
 import { unloadNotice, watchNotice } from "./block/render.ts";
@@ -16,7 +16,7 @@ import { readHistory, scanMessages } from "./host/history.ts";
 import { HOST_MARKER, hostCarries, hostEntryPaths, stripReminder } from "./host/instructions.ts";
 import { CONTEXT_TOOL, toolPaths } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
-import { isInside, statPrint } from "./paths.ts";
+import { isInside, relativePosix, statPrint } from "./paths.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { applyRules, awaitedBy, CRITICAL_TIER, type Ruled } from "./rules/apply.ts";
 import { Catalog } from "./rules/catalog.ts";
@@ -106,7 +106,7 @@ export class Engine {
     let engine: Engine | undefined;
     const store: FileStore = new FileStore({
       // A trailing slash: `.gitignore` rules such as `build/` match directories only.
-      isIgnored: (dir) => dir !== store.realRoot && engine?.catalog?.index?.isIgnored(`${relative(store.realRoot, dir).split(sep).join("/")}/`) === true,
+      isIgnored: (dir) => dir !== store.realRoot && engine?.catalog?.index?.isIgnored(`${relativePosix(store.realRoot, dir)}/`) === true,
       onCandidate: (path) => engine?.catalog?.changed(path),
       worktree: settings.worktree,
       fileNames: options.fileNames,
@@ -754,7 +754,7 @@ export class Engine {
   /** An import's read: contained in the worktree at read time, its frontmatter stripped (never obeyed). */
   private readonly importRead: ImportRead = (path) => {
     // A committed file must not pull a developer's ignored secrets (.env, keys) or git's own files into the prompt.
-    const rel = relative(this.store.realRoot, path).split(sep).join("/");
+    const rel = relativePosix(this.store.realRoot, path);
     if (rel.split("/").includes(".git") || this.catalog?.index?.isIgnored(rel) === true) return { problem: "git-ignored files (and .git) are not imported" };
     const outcome = readContained(path, dirname(path), this.store.realRoot, this.settings.options.maxFileBytes);
     if (outcome.kind === "file") return { path: outcome.version.path, rel: outcome.version.rel, body: outcome.version.body, sha256: outcome.version.sha256 };

@@ -1,9 +1,14 @@
 import { statSync } from "node:fs";
-import { sep } from "node:path";
+import { relative, sep } from "node:path";
 
 /** Lexical containment: `path` is `root` or below it. Symlinks are settled on real paths, at read time. */
 export function isInside(path: string, root: string): boolean {
   return path === root || path.startsWith(root.endsWith(sep) ? root : root + sep);
+}
+
+/** `path` relative to `root` with "/" between names, as git, globs and `paths:` write them. */
+export function relativePosix(root: string, path: string): string {
+  return relative(root, path).split(sep).join("/");
 }
 
 /** What stat says of a path (identity, size, times), to tell a change; "-" when it is not there. */

@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto";
-import { basename, relative, sep } from "node:path";
+import { basename, sep } from "node:path";
 import type { FileVersion } from "../files/contained.ts";
 import type { IncludeMode } from "../records/format.ts";
+import { relativePosix } from "../paths.ts";
 import type { Hierarchy } from "../session/hierarchy.ts";
 import { appliesToAgent, DEFAULT_CONTRACT, matchesPaths, readContract, type Contract, type Priority } from "./contract.ts";
 import { expandImports, type ImportRead } from "./imports.ts";
@@ -197,7 +198,7 @@ export function* awaitedBy(waiting: ReadonlyMap<string, readonly Awaiting[]>, to
 /** Whether a touched file (a real path) is one a file's `paths:` asks for: below its directory (the worktree for a rule file). */
 function pathsMatch({ contract, base }: Awaiting, touchedFile: string): boolean {
   const prefix = base.endsWith(sep) ? base : base + sep;
-  return touchedFile.startsWith(prefix) && matchesPaths(contract, relative(base, touchedFile).split(sep).join("/"));
+  return touchedFile.startsWith(prefix) && matchesPaths(contract, relativePosix(base, touchedFile));
 }
 
 function modeOf(file: FileVersion, contract: Contract, hierarchy: Hierarchy, context: RuleContext, score: number | undefined): Mode {

@@ -1,11 +1,11 @@
 import { lstatSync, watch, type FSWatcher } from "node:fs";
-import { basename, dirname, join, relative, sep } from "node:path";
+import { basename, dirname, join } from "node:path";
 import type { FileVersion } from "../files/contained.ts";
 import { decodeText, readContained, readContainedHead } from "../files/contained.ts";
 import { parseFrontmatter } from "../files/frontmatter.ts";
 import { buildWorktreeIndex, contextNamesOf, type WorktreeIndex } from "../files/worktree-index.ts";
 import type { Logger } from "../log.ts";
-import { statPrint } from "../paths.ts";
+import { relativePosix, statPrint } from "../paths.ts";
 import { readContract, type Contract } from "./contract.ts";
 import { AgentRanker, headingsOf, type AgentDoc, type Ranked } from "./rank.ts";
 
@@ -115,7 +115,7 @@ export class Catalog {
   /** A context file name or rule file at `path` was created, changed or deleted (a store or catalog watch saw it). */
   changed(path: string): void {
     if (this.disposed) return;
-    const rel = relative(this.options.worktree, path).split(sep).join("/");
+    const rel = relativePosix(this.options.worktree, path);
     // A deleted candidate leaves the index too (else it stays listed, and counts against maxEntries).
     if (this.index !== undefined && !rel.startsWith("..")) this.index.update(rel, lstatSync(path, { throwIfNoEntry: false }) !== undefined);
     this.consider(path);
@@ -152,7 +152,7 @@ export class Catalog {
   }
 
   private read(path: string, listed: boolean): Entry | undefined {
-    if (!listed && this.index !== undefined && !this.index.mayLoad(relative(this.options.worktree, path).split(sep).join("/"))) return undefined;
+    if (!listed && this.index !== undefined && !this.index.mayLoad(relativePosix(this.options.worktree, path))) return undefined;
     const rule = !this.names.has(basename(path));
     if (!rule && !this.headMayLoad(path)) return undefined;
     const outcome = readContained(path, dirname(path), this.options.worktree, this.options.maxFileBytes);
