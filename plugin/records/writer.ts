@@ -4,12 +4,6 @@ import { MAX_RECORDS_BYTES, recordsPath, steerPath } from "./format.ts";
 
 /** Lines waiting at most; past it (a stalled disk) the oldest wait is given up, with one warning. */
 const MAX_PENDING = 1024;
-/**
- * Records are written this long after the first one queued, in one write per session: a step's own
- * I/O (the freshness barrier's watch event) never queues behind a record's, and a burst of steps
- * costs one write. A dispose or flush writes at once.
- */
-const WRITE_DELAY_MS = 0;
 
 /**
  * Appends records off the step: `append` only queues a function that makes the line, and a later
@@ -22,7 +16,7 @@ export class RecordsWriter {
   private readonly pending: { session: string; line?: () => string }[] = [];
   /** Sessions deleted lately: a step still in flight must not write their file again. */
   private readonly forgotten = new Set<string>();
-  /** The task writing the queue, while there is one, and the timer that starts it. */
+  /** The task writing the queue, while there is one, and the timer that starts it (in a task after the step's; a flush starts it at once). */
   private draining: Promise<void> | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private start: (() => void) | undefined;
@@ -49,7 +43,7 @@ export class RecordsWriter {
     if (this.draining !== undefined) return;
     this.draining = new Promise<void>((resolve) => {
       this.start = resolve;
-      this.timer = setTimeout(resolve, WRITE_DELAY_MS);
+      this.timer = setTimeout(resolve, 0);
       // Records never keep a finished process alive: dispose flushes them.
       this.timer.unref?.();
     }).then(() => this.drain());
@@ -88,10 +82,8 @@ export class RecordsWriter {
             await this.remove(session);
             continue;
           }
-          // The session's next queued lines go in the same write (a removal ends the run).
-          let text = `${line()}\n`;
-          while (this.pending[0]?.session === session && this.pending[0].line !== undefined) text += `${this.pending.shift()!.line!()}\n`;
-          await this.write(session, text);
+          // One line a write: the rotation is decided line by line, so a session's file never passes the bound by a backlog.
+          await this.write(session, `${line()}\n`);
         } catch (error) {
           this.log.once(`records:${String(error)}`, "warn", `records: could not write a record of session ${session} to ${this.dir}: ${String(error)}`);
         }

@@ -1,0 +1,74 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import fc from "fast-check";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { MAX_RECORDS_BYTES, recordsPath } from "../../plugin/records/format.ts";
+import { RecordsWriter } from "../../plugin/records/writer.ts";
+import { recordingLogger } from "../files/helpers.ts";
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+const recordsDir = () => {
+  const dir = mkdtempSync(join(tmpdir(), "pc-writer-"));
+  dirs.push(dir);
+  return join(dir, "records");
+};
+const sizeOf = (path: string) => (existsSync(path) ? statSync(path).size : 0);
+/** A record line of `bytes` bytes (newline included) that says which one it is. */
+const lineOf = (n: number, bytes: number) => JSON.stringify({ n, pad: "x".repeat(Math.max(0, bytes - 20 - String(n).length)) });
+
+describe("RecordsWriter", () => {
+  test("a backlog of large lines written in one go still rotates line by line: no file passes the bound", async () => {
+    const dir = recordsDir();
+    const writer = new RecordsWriter(dir, recordingLogger());
+    // Six lines of 600 KB queued before the writer's task runs (a slow disk, or steps in a burst).
+    for (let n = 0; n < 6; n++) writer.append("ses_abc", () => lineOf(n, 600 * 1024));
+    await writer.flush();
+    const current = recordsPath(dir, "ses_abc");
+    const rotated = recordsPath(dir, "ses_abc", true);
+    expect(sizeOf(current)).toBeLessThanOrEqual(MAX_RECORDS_BYTES);
+    expect(sizeOf(rotated)).toBeLessThanOrEqual(MAX_RECORDS_BYTES);
+    // The latest line is in the current file, the one before it in the rotated file.
+    expect(JSON.parse(readFileSync(current, "utf8").trimEnd().split("\n").at(-1)!).n).toBe(5);
+    expect(JSON.parse(readFileSync(rotated, "utf8").trimEnd().split("\n").at(-1)!).n).toBe(4);
+    expect(statSync(current).mode & 0o777).toBe(0o600);
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+  });
+
+  test("property: whatever the line sizes and flushes, each file stays within the bound and keeps the latest lines in order", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.record({ bytes: fc.integer({ min: 30, max: MAX_RECORDS_BYTES }), flush: fc.boolean() }), { minLength: 1, maxLength: 12 }), async (lines) => {
+        const dir = recordsDir();
+        const writer = new RecordsWriter(dir, recordingLogger());
+        for (const [n, { bytes, flush }] of lines.entries()) {
+          writer.append("ses_prop", () => lineOf(n, bytes));
+          if (flush) await writer.flush();
+        }
+        await writer.flush();
+        const read = (rotated: boolean) => (existsSync(recordsPath(dir, "ses_prop", rotated)) ? readFileSync(recordsPath(dir, "ses_prop", rotated), "utf8").trimEnd().split("\n").map((line) => JSON.parse(line).n as number) : []);
+        // A single line over the bound is written whole: the bound holds for files of more than one line.
+        for (const rotated of [false, true]) {
+          if (read(rotated).length > 1) expect(sizeOf(recordsPath(dir, "ses_prop", rotated))).toBeLessThanOrEqual(MAX_RECORDS_BYTES);
+        }
+        const kept = [...read(true), ...read(false)];
+        expect(kept).toEqual(kept.map((_, i) => lines.length - kept.length + i));
+      }),
+      { numRuns: 25 },
+    );
+  }, 60_000);
+
+  test("a record queued for a session already deleted is not written (a step still in flight)", async () => {
+    const dir = recordsDir();
+    const writer = new RecordsWriter(dir, recordingLogger());
+    writer.append("ses_gone", () => lineOf(0, 100));
+    await writer.flush();
+    expect(existsSync(recordsPath(dir, "ses_gone"))).toBe(true);
+    writer.forget("ses_gone");
+    writer.append("ses_gone", () => lineOf(1, 100));
+    await writer.flush();
+    expect(existsSync(recordsPath(dir, "ses_gone"))).toBe(false);
+  });
+});
