@@ -388,7 +388,7 @@ export class Engine {
 
   private async unload(session: Session, target: Target): Promise<string> {
     const rel = this.shownRel(target.real);
-    const { unpinned, file } = await this.unloadTarget(session, target);
+    const { unpinned, file } = this.unloadTarget(session, target, await this.fresh(session, true));
     if (file === undefined) {
       return unpinned ? `project_context unload: unpinned ${rel}.` : `project_context unload: ${rel} is not in this session's context (see the list action)`;
     }
@@ -406,11 +406,14 @@ export class Engine {
     return true;
   }
 
-  /** The tool's unload (also replayed from history): unpins the target, and takes its file out of the context if it is still in. */
-  private async unloadTarget(session: Session, target: Target): Promise<{ unpinned: boolean; file: FileVersion | undefined }> {
+  /**
+   * An unload (the tool's, one replayed from history, or the TUI's unpin): unpins the target and takes
+   * its file out of the context when `hierarchy` (the session's, pins included) holds it, even when
+   * the pin alone brought it: the model still holds its text, and must be told to disregard it.
+   */
+  private unloadTarget(session: Session, target: Target, hierarchy: Ruled | undefined): { unpinned: boolean; file: FileVersion | undefined } {
     const unpinned = session.unpin(target.path);
-    const hierarchy = await this.fresh(session, true);
-    const file = target.isFile ? hierarchy.byPath.get(target.real) : hierarchy.byDir.get(target.real);
+    const file = hierarchy?.[target.isFile ? "byPath" : "byDir"].get(target.real);
     if (file !== undefined) session.unload(file.path, file.dir);
     return { unpinned, file };
   }
@@ -491,13 +494,10 @@ export class Engine {
         this.settings.log.once(`steer:${session.id}:${request.path}`, "warn", `a TUI asked to ${request.action} ${request.path} in session ${session.id}: ${target}`);
       } else if (request.action === "load") {
         this.pinTarget(session, target);
-      } else if (!session.unpin(target.path)) {
-        // The TUI's unload toggles a pin off; only a file that was not pinned is taken out.
-        const file = this.current(session)?.[target.isFile ? "byPath" : "byDir"].get(target.real);
-        if (file === undefined) continue;
-        session.unload(file.path, file.dir);
+      } else {
+        const { file } = this.unloadTarget(session, target, this.current(session));
         // The model learns it as from the tool: a frozen system block may still hold the text.
-        session.notices.push(unloadNotice(file.rel));
+        if (file !== undefined) session.notices.push(unloadNotice(file.rel));
       }
     }
   }
@@ -976,7 +976,7 @@ export class Engine {
         const target = this.resolveTarget(input.path);
         if (typeof target === "string") continue;
         if (input.action === "load") this.pinTarget(session, target);
-        else await this.unloadTarget(session, target);
+        else this.unloadTarget(session, target, await this.fresh(session, true));
       }
       const hierarchy = await this.fresh(session);
       for (const carried of history.carried) {

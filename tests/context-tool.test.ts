@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ToolContext } from "@opencode-ai/plugin";
 import { appendSteer, readRecords, type RequestRecord } from "../plugin/records/format.ts";
+import { contextView, toggleAction } from "../plugin/tui/view.ts";
 import { callContextTool as contextTool, projects, sectionPaths, waitFor, type Started } from "./helpers/harness.ts";
 
 const openProject = projects();
@@ -337,6 +338,26 @@ describe("what review found, fixed", () => {
     const told = await read(plugin, "ses_tu", "services/api/src/x.ts");
     expect(told).toContain("[apps/web/AGENTS.md was taken out of this session's context by the user: disregard its instructions]");
     expect(await read(plugin, "ses_tu", "tools/scripts/x.sh")).not.toContain("taken out");
+  });
+
+  test("the TUI's toggle of a pinned file (the request its dialog sends) unpins it, takes it out and tells the model once", async () => {
+    await using setup = await withRecords();
+    const { plugin, dir } = setup;
+    await plugin.step("ses_tp");
+    // Pinned from the TUI, then delivered with the next tool output (nothing touched its directory).
+    appendSteer(dir, "ses_tp", "load", "tools/scripts/CLAUDE.md");
+    await plugin.step("ses_tp");
+    expect(sectionPaths(await read(plugin, "ses_tp", "services/api/src/x.ts"))).toContain("tools/scripts/CLAUDE.md");
+    // The row the dialog shows from the latest record: pinned, so Enter asks for what toggleAction says.
+    await plugin.step("ses_tp");
+    const records = await recordsOf(dir, "ses_tp", 3);
+    const row = contextView(records.at(-1), [])?.rows.find((candidate) => candidate.path === "tools/scripts/CLAUDE.md");
+    expect(row?.pinned).toBe(true);
+    appendSteer(dir, "ses_tp", toggleAction(row!), "tools/scripts/CLAUDE.md");
+    await plugin.step("ses_tp");
+    const told = await read(plugin, "ses_tp", "services/api/src/y.ts");
+    expect(told).toContain("[tools/scripts/CLAUDE.md was taken out of this session's context by the user: disregard its instructions]");
+    expect(await read(plugin, "ses_tp", "apps/web/src/App.tsx")).not.toContain("taken out");
   });
 
   test("a deleted session's records and steering file are removed; a steering path that is a directory is no fault", async () => {
