@@ -106,8 +106,6 @@ interface Record_ extends DirectoryRecord {
   readonly signature: string;
   /** Read again at the next check whatever the signature says (a transient failure, or a racy read). */
   readonly retry: boolean;
-  /** performance.now() just before the signature was taken: it has every change saved before then. */
-  readonly readAt: number;
 }
 
 interface Start {
@@ -167,6 +165,11 @@ export class FileStore {
   private activeWatches = 0;
   /** Directory → time (performance.now) of its last event; present while it must be checked. */
   private readonly dirty = new Map<string, number>();
+  /**
+   * Directory → when its record was last known to match the disk (just before the stat of a read or
+   * of a check that found it unchanged): a check for changes saved before then has nothing to do.
+   */
+  private readonly verifiedAt = new Map<string, number>();
   /** A context file that is a symlink: its directory → the directory of its target (watched too), and back. */
   private readonly linkTarget = new Map<string, string>();
   private readonly linkedFrom = new Map<string, Set<string>>();
@@ -194,7 +197,10 @@ export class FileStore {
     this.names = new Set(this.candidates.map((candidate) => candidate.name));
     this.mode = options.watch ? "watch" : "sync";
     // An evicted version must not live on in a cached chain, or the bound would be a fiction.
-    this.records = new RecordCache<Record_>(options.maxCacheBytes ?? DEFAULT_CACHE_BYTES, sizeOf, (dir) => this.dropChainsThrough(dir));
+    this.records = new RecordCache<Record_>(options.maxCacheBytes ?? DEFAULT_CACHE_BYTES, sizeOf, (dir) => {
+      this.verifiedAt.delete(dir);
+      this.dropChainsThrough(dir);
+    });
     this.starts = new LRUCache<string, Start>({
       max: MAX_STARTS,
       disposeAfter: (start) => start.missing !== undefined && this.forgetMissing(start.missing),
@@ -415,7 +421,8 @@ export class FileStore {
     const startedAt = Date.now();
     const readAt = performance.now();
     const signature = this.signatureOf(dir);
-    if (this.disposed || !signature.startsWith("d")) return Object.freeze({ dir, exists: false, file: null, local: null, skipped: [], signature, retry: false, readAt });
+    this.verifiedAt.set(dir, readAt);
+    if (this.disposed || !signature.startsWith("d")) return Object.freeze({ dir, exists: false, file: null, local: null, skipped: [], signature, retry: false });
     const { maxFileBytes, log } = this.options;
     const ignored = this.options.isIgnored?.(dir) === true;
     const skipped: Skip[] = [];
@@ -447,7 +454,7 @@ export class FileStore {
     // would reach a step after the barrier). So such a directory is stat'd at each settle while it is
     // quiet for QUIET_MS.
     if (movedAtime && this.watched.has(dir)) this.dirty.set(dir, performance.now());
-    return Object.freeze({ dir, exists: true, file, local, skipped: Object.freeze(skipped), signature, retry: racy || skipped.some((s) => s.transient), readAt });
+    return Object.freeze({ dir, exists: true, file, local, skipped: Object.freeze(skipped), signature, retry: racy || skipped.some((s) => s.transient) });
   }
 
   /**
@@ -485,8 +492,9 @@ export class FileStore {
   /**
    * Stats the directories of `dirs` that need it (all, or the dirty and unwatched ones) and reads again
    * what changed. Directories are checked synchronously; re-reads run in slices and are awaited. One
-   * read since `since` already has every change saved before it (a new chain's directories, which
-   * stay dirty or unwatched for the settles that follow): it is not stat'd again.
+   * read or checked since `since` has every change saved before it (a new chain's directories, and
+   * those a parallel call of the step checked already): it is not stat'd again, and stays dirty or
+   * unwatched for the settles that follow.
    */
   private check(dirs: Iterable<string>, all: boolean, since: number): Promise<void> {
     if (this.disposed) return RESOLVED;
@@ -532,11 +540,15 @@ export class FileStore {
     const kids = this.missingByParent.get(dir);
     if (kids !== undefined) for (const kid of [...kids]) if (exists(kid)) this.structureChanged(kid);
     const record = this.records.peek(dir);
-    if (record === undefined || (record.readAt >= since && !record.retry)) return undefined;
+    if (record === undefined || (!record.retry && (this.verifiedAt.get(dir) ?? -Infinity) >= since)) return undefined;
+    const checkedAt = performance.now();
     const signature = this.signatureOf(dir);
     const entry = this.watched.get(dir);
     if (this.mode === "watch" && entry !== undefined && entry.handle === undefined && signature.startsWith("d")) this.startWatch(dir, entry);
-    if (signature === record.signature && !record.retry) return undefined;
+    if (signature === record.signature && !record.retry) {
+      this.verifiedAt.set(dir, checkedAt);
+      return undefined;
+    }
     if (identity(signature) !== identity(record.signature)) this.structureChanged(dir);
     return this.sliced(() => {
       if (this.disposed) return;

@@ -201,6 +201,25 @@ describe("freshness", () => {
     }
   });
 
+  for (const watch of [true, false]) {
+    test(`settles that name when they start (parallel calls): an edit saved after one check and before the next settle's start is seen (watch: ${watch})`, async () => {
+      const { root, store, start, walk } = setUp({ watch });
+      await store.settle(walk);
+      await watchesStarted();
+      const dirs = new Set(walk);
+      for (let i = 0; i < 200; i++) {
+        // The second call of a step started with the first: it may trust what the first checked.
+        const since = performance.now();
+        await store.settle(dirs, since);
+        await store.settle(dirs, since);
+        writeFileSync(join(root, "a/b/AGENTS.md"), `edit ${i}\n`);
+        await store.settle(dirs, performance.now());
+        expect(await bodies(store, start)).toEqual(["root\n", `edit ${i}\n`]);
+        if (i % 20 === 19) await Bun.sleep(QUIET_GAP_MS);
+      }
+    });
+  }
+
   test("an unchanged chain is the same object, and the generation does not move", async () => {
     const { store, start, walk } = setUp();
     await store.settle(walk);
