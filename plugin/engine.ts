@@ -751,14 +751,24 @@ export class Engine {
     return false;
   }
 
-  /** An import's read: contained in the worktree at read time, its frontmatter stripped (never obeyed). */
+  /**
+   * An import's read: contained in the worktree at read time, its frontmatter stripped (never obeyed).
+   * A committed file must not pull a developer's ignored secrets (.env, keys) or git's own files into
+   * the prompt: the path as written and the file it leads to (a committed link to `.env`) are both
+   * judged, and without the worktree index (which says what git ignores) nothing is imported.
+   */
   private readonly importRead: ImportRead = (path) => {
-    // A committed file must not pull a developer's ignored secrets (.env, keys) or git's own files into the prompt.
-    const rel = relativePosix(this.store.realRoot, path);
-    if (rel.split("/").includes(".git") || this.catalog?.index?.isIgnored(rel) === true) return { problem: "git-ignored files (and .git) are not imported" };
+    const index = this.catalog?.index;
+    if (index === undefined) return { problem: "not imported: which files git ignores is not known (the worktree index is not built)" };
+    const refused = (real: string) => {
+      const rel = relativePosix(this.store.realRoot, real);
+      return rel.split("/").includes(".git") || index.isIgnored(rel);
+    };
+    if (refused(path)) return { problem: "git-ignored files (and .git) are not imported" };
     const outcome = readContained(path, dirname(path), this.store.realRoot, this.settings.options.maxFileBytes);
-    if (outcome.kind === "file") return { path: outcome.version.path, rel: outcome.version.rel, body: outcome.version.body, sha256: outcome.version.sha256 };
-    return { problem: outcome.kind === "skip" ? outcome.skip.reason : "no such file" };
+    if (outcome.kind !== "file") return { problem: outcome.kind === "skip" ? outcome.skip.reason : "no such file" };
+    if (refused(outcome.version.path)) return { problem: "git-ignored files (and .git) are not imported" };
+    return { path: outcome.version.path, rel: outcome.version.rel, body: outcome.version.body, sha256: outcome.version.sha256 };
   };
 
   /**

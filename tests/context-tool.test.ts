@@ -3,12 +3,13 @@
 import { describe, expect, test } from "bun:test";
 import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { existsSync, readdirSync, statSync } from "node:fs";
+import { spawnSync } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ToolContext } from "@opencode-ai/plugin";
 import { appendSteer, readRecords, type RequestRecord } from "../plugin/records/format.ts";
 import { contextView, toggleAction } from "../plugin/tui/view.ts";
-import { callContextTool as contextTool, projects, sectionPaths, waitFor, type Started } from "./helpers/harness.ts";
+import { callContextTool as contextTool, projects, sectionPaths, start, tempProject, waitFor, type Started } from "./helpers/harness.ts";
 
 const openProject = projects();
 
@@ -377,16 +378,36 @@ describe("what review found, fixed", () => {
     expect(existsSync(join(dir, "ses_gone.jsonl"))).toBe(false);
   });
 
-  test("imports never pull a git-ignored file (a .env) or git's own files into the prompt", async () => {
-    await using setup = await withRecords({ delivery: "system" });
-    const { plugin } = setup;
-    await writeFile(join(plugin.root, ".gitignore"), ".env\n");
-    await writeFile(join(plugin.root, ".env"), "API_KEY=SECRET-123\n");
-    await writeFile(join(plugin.root, "services/api/AGENTS.md"), "# API\n@../../.env\n@/.git/config\n");
-    await read(plugin, "ses_env", "services/api/src/x.ts");
-    const block = await plugin.step("ses_env");
-    expect(block).not.toContain("SECRET-123");
-    expect(block).toContain("@../../.env");
+  test("imports never pull a git-ignored file (a .env), a committed link to one, or git's own files into the prompt", async () => {
+    const project = await tempProject("monorepo");
+    const { root } = project;
+    try {
+      // What is ignored is known from the worktree index, built at start: the repository is set up first.
+      const git = (...args: string[]) => expect(spawnSync("git", args, { cwd: root }).status).toBe(0);
+      git("init", "-q");
+      git("config", "user.name", "SECRET-GIT-CONFIG");
+      await writeFile(join(root, ".gitignore"), ".env\nsecrets/\n");
+      await writeFile(join(root, ".env"), "API_KEY=SECRET-123\n");
+      await mkdir(join(root, "secrets"));
+      await writeFile(join(root, "secrets/keys.md"), "SECRET-KEYS\n");
+      await mkdir(join(root, "docs"));
+      await symlink("../.env", join(root, "docs/env.md"));
+      await writeFile(join(root, "docs/style.md"), "Imported style rules.\n");
+      await writeFile(join(root, "services/api/AGENTS.md"), "# API\n@../../.env\n@/.git/config\n@../../docs/env.md\n@../../secrets/keys.md\n@../../docs/style.md\n");
+      const plugin = await start(root, { delivery: "system" });
+      try {
+        await read(plugin, "ses_env", "services/api/src/x.ts");
+        const block = await plugin.step("ses_env");
+        for (const secret of ["SECRET-123", "SECRET-GIT-CONFIG", "SECRET-KEYS"]) expect(block).not.toContain(secret);
+        expect(block).toContain("@../../.env");
+        // Imports as such still work: the refusal is of ignored files, not of imports.
+        expect(block).toContain("Imported style rules.");
+      } finally {
+        await plugin.dispose();
+      }
+    } finally {
+      await project.cleanup();
+    }
   });
 });
 
