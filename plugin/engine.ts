@@ -1,7 +1,7 @@
 import type { PluginInput } from "@opencode-ai/plugin";
 import { closeSync, constants, fstatSync, openSync, readSync, realpathSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
-import { compose, knownTokens, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
+import { compose, countsRevision, knownTokens, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
 import { escapeInline } from "./block/escape.ts";
 import { unloadNotice, watchNotice } from "./block/render.ts";
 import { disposeTokens } from "./block/tokens.ts";
@@ -531,9 +531,11 @@ export class Engine {
     const delivery = this.delivery;
     records.append(session.id, () => {
       const last = session.recordMemo;
-      let files = last !== undefined && (last.snapshot === snapshot || sameSnapshot(last.snapshot, snapshot)) ? last.files : undefined;
-      if (files === undefined) files = `[${snapshot.map((file) => describeJson(file, delivery)).join(",")}]`;
-      session.recordMemo = { sources, snapshot, files };
+      // Exact counts that arrived since (a compaction copy, an explain) change the tokens the entries show.
+      const counts = countsRevision();
+      let files = last !== undefined && last.counts === counts && (last.snapshot === snapshot || sameSnapshot(last.snapshot, snapshot)) ? last.files : undefined;
+      if (files === undefined) files = `[${snapshot.map((file) => describeJson(file, delivery, session.recordEntries)).join(",")}]`;
+      session.recordMemo = { sources, snapshot, counts, files };
       const head = JSON.stringify(header);
       return `${head.slice(0, -1)},"files":${files}}`;
     });

@@ -361,6 +361,25 @@ describe("what review found, fixed", () => {
     expect(await read(plugin, "ses_tp", "apps/web/src/App.tsx")).not.toContain("taken out");
   });
 
+  test("a record made after exact counts arrived shows them, as the list action does (the entries' memo kept the bound)", async () => {
+    await using setup = await withRecords({ compactionTokens: 60 });
+    const { plugin, dir } = setup;
+    // Text whose bound is well above its exact count (rare byte pairs), so the two differ.
+    const lines = Array.from({ length: 40 }, (_, i) => Buffer.from(`line ${i} of opaque data`).toString("base64").repeat(3));
+    await writeFile(join(plugin.root, "services/api/AGENTS.md"), `# API\n${lines.join("\n")}\n`);
+    await read(plugin, "ses_ex", "services/api/src/x.ts");
+    await plugin.step("ses_ex");
+    const total = (record: RequestRecord | undefined) => byPath(record).get("services/api/AGENTS.md")?.total;
+    const before = total((await recordsOf(dir, "ses_ex", 1)).at(-1));
+    // The compaction copy cannot fit: it asks for exact counts.
+    await plugin.compact("ses_ex");
+    await plugin.step("ses_ex");
+    const after = total((await recordsOf(dir, "ses_ex", 2)).at(-1));
+    const listed = /services\/api\/AGENTS\.md: [^,]*, [^,]*, (\d+) tokens/.exec(await contextTool(plugin, "ses_ex", { action: "list" }))?.[1];
+    expect(after).toBe(Number(listed));
+    expect(after).toBeLessThan(before!);
+  });
+
   test("a deleted session's records and steering file are removed; a steering path that is a directory is no fault", async () => {
     await using setup = await withRecords();
     const { plugin, dir } = setup;

@@ -103,6 +103,17 @@ export async function compose(
 /** Each version's bound, once: a record of a 2,000-file hierarchy must not remake 2,000 docs. */
 const bounds = new WeakMap<FileVersion, number>();
 
+/** Whether `knownTokens(file)` is the exact count (else it is the bound, until counts arrive). */
+export function tokensExact(file: FileVersion): boolean {
+  return counts.has(file);
+}
+
+/** Grows whenever some file's exact counts arrive: what was made from `knownTokens` before may be stale. */
+export function countsRevision(): number {
+  return revision;
+}
+let revision = 0;
+
 /** The file's tokens without waiting for the tokenizer: exact where counted, else the provable bound (records, lists). */
 export function knownTokens(file: FileVersion): number {
   const known = counts.get(file);
@@ -127,6 +138,7 @@ function countsOf(doc: Doc): Promise<Int32Array> {
     pending = countUnits(doc.units).then(
       (result) => {
         counts.set(file, result);
+        revision++;
         counting.delete(file);
         return result;
       },

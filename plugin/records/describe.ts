@@ -1,4 +1,4 @@
-import { knownTokens } from "../block/compose.ts";
+import { knownTokens, tokensExact } from "../block/compose.ts";
 import type { FileVersion } from "../files/contained.ts";
 import type { Mode, Ruled } from "../rules/apply.ts";
 import { SYSTEM_CARRIER, type Known, type Session } from "../session/session.ts";
@@ -32,15 +32,19 @@ export function snapshotFiles(session: Session, hierarchy: Ruled, realRoot: stri
   }));
 }
 
-/** Each file's last record entry as JSON, and what it was made from: a step that changed one file of 2,000 makes one entry again. */
-const entries = new WeakMap<FileVersion, { readonly snapshot: FileSnapshot; readonly delivery: string; readonly json: string }>();
+/**
+ * A session's last record entry of each file as JSON, and what it was made from: a step that changed
+ * one file of 2,000 makes one entry again. Per session, as the `known` a snapshot compares is.
+ */
+export type EntryMemo = WeakMap<FileVersion, { readonly snapshot: FileSnapshot; readonly delivery: string; readonly exact: boolean; readonly json: string }>;
 
-/** The record entry of `snapshot` as JSON (see describe), made again only when something it depends on changed. */
-export function describeJson(snapshot: FileSnapshot, delivery: "stable" | "system"): string {
-  const known = entries.get(snapshot.file);
-  if (known !== undefined && known.delivery === delivery && sameFile(known.snapshot, snapshot)) return known.json;
+/** The record entry of `snapshot` as JSON (see describe), made again only when something it depends on changed (its counts becoming exact too). */
+export function describeJson(snapshot: FileSnapshot, delivery: "stable" | "system", memo: EntryMemo): string {
+  const known = memo.get(snapshot.file);
+  const exact = tokensExact(snapshot.file);
+  if (known !== undefined && known.delivery === delivery && known.exact === exact && sameFile(known.snapshot, snapshot)) return known.json;
   const json = JSON.stringify(describe(snapshot, delivery));
-  entries.set(snapshot.file, { snapshot, delivery, json });
+  memo.set(snapshot.file, { snapshot, delivery, exact, json });
   return json;
 }
 

@@ -1,5 +1,5 @@
 import type { RenderedEntry } from "../block/render.ts";
-import type { FileSnapshot } from "../records/describe.ts";
+import type { EntryMemo, FileSnapshot } from "../records/describe.ts";
 import type { ToolPath } from "../host/tool-paths.ts";
 
 /** How the model has a file: the whole text, a cut copy, or only its name (it did not fit). */
@@ -91,7 +91,9 @@ export class Session {
   /** Bytes of the session's steering file already applied. */
   steerOffset = 0;
   /** The last record's file list, and what it was made from: a step that changed nothing writes it again as is. */
-  recordMemo: { readonly sources: readonly unknown[]; readonly snapshot: readonly FileSnapshot[]; readonly files: string } | undefined;
+  recordMemo: { readonly sources: readonly unknown[]; readonly snapshot: readonly FileSnapshot[]; readonly counts: number; readonly files: string } | undefined;
+  /** Each file's last record entry (see describeJson). */
+  readonly recordEntries: EntryMemo = new WeakMap();
 
   constructor(
     readonly id: string,
