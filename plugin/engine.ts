@@ -851,25 +851,27 @@ export class Engine {
     const updated: { file: FileVersion; tier: number }[] = [];
     const reachedNow: { file: FileVersion; tier: number }[] = [];
     const others: { file: FileVersion; tier: number }[] = [];
+    // `priority: critical` files keep their tier here too: never cut, first (see budgetFor).
+    const tierOf = (i: number, due: number) => (hierarchy.tiers[i] === CRITICAL_TIER ? CRITICAL_TIER : due);
     hierarchy.files.forEach((file, i) => {
       if (session.hostPaths.has(file.path) || session.unloaded.has(file.path)) return;
       const known = session.known(file.path);
-      if (known === undefined) (reachedDirs.has(file.dir) ? reachedNow : others).push({ file, tier: 2 + hierarchy.tiers[i]! });
-      else if (known.held === "named") {
-        if (reachedDirs.has(file.dir)) reachedNow.push({ file, tier: 1 });
-      } else if (known.sha256 !== file.sha256) updated.push({ file, tier: 0 });
+      if (known === undefined) {
+        if (reachedDirs.has(file.dir)) reachedNow.push({ file, tier: tierOf(i, 1) });
+        else others.push({ file, tier: tierOf(i, 2 + hierarchy.tiers[i]!) });
+      } else if (known.held === "named") {
+        if (reachedDirs.has(file.dir)) reachedNow.push({ file, tier: tierOf(i, 1) });
+      } else if (known.sha256 !== file.sha256) updated.push({ file, tier: tierOf(i, 0) });
     });
     const deleted: string[] = [];
     for (const path of [...session.knownPaths()]) {
       const known = session.known(path)!;
       if (!hierarchy.byPath.has(path) && hierarchy.dirSet.has(known.dir)) deleted.push(path);
     }
-    // Priority: what the model holds stale, then this call's chain closest first, then anything else new.
-    const ordered = [...updated, ...reachedNow.map((item) => ({ ...item, tier: 1 })).sort((a, b) => depth(b.file.dir) - depth(a.file.dir)), ...others];
-    // `priority: critical` files keep their tier here too: never cut, first (see budgetFor).
-    const critical = new Set<string>();
-    hierarchy.files.forEach((file, i) => hierarchy.tiers[i] === CRITICAL_TIER && critical.add(file.path));
-    const items = critical.size === 0 ? ordered : ordered.map((item) => (critical.has(item.file.path) ? { ...item, tier: CRITICAL_TIER } : item)).sort((a, b) => (a.tier === CRITICAL_TIER ? 0 : 1) - (b.tier === CRITICAL_TIER ? 0 : 1));
+    // Priority: critical files, then what the model holds stale, then this call's chain closest first, then anything else new.
+    const ordered = [...updated, ...reachedNow.sort((a, b) => depth(b.file.dir) - depth(a.file.dir)), ...others];
+    const isCritical = (item: { tier: number }) => item.tier === CRITICAL_TIER;
+    const items = [...ordered.filter(isCritical), ...ordered.filter((item) => !isCritical(item))];
     const notices = session.notices;
     if (items.length === 0 && deleted.length === 0 && notices.length === 0) {
       session.quietKey = quietKey;
