@@ -559,9 +559,9 @@ export class Engine {
    * The session's hierarchy after a freshness check of everything it was read from: every change
    * written before this call is in it.
    */
-  private async fresh(session: Session, ordered = false, since?: number): Promise<Ruled> {
+  private async fresh(session: Session, ordered = false, since = performance.now()): Promise<Ruled> {
     if (this.catalogReady !== undefined) await this.catalogReady;
-    this.catalog?.refresh();
+    this.catalog?.refresh(since);
     const ruled = this.rule(session, await this.raw(session, ordered, since));
     this.checkWatches(session, ruled);
     return ruled;
@@ -612,7 +612,7 @@ export class Engine {
     return sorted;
   }
 
-  private async raw(session: Session, ordered: boolean, since = performance.now()): Promise<Hierarchy> {
+  private async raw(session: Session, ordered: boolean, since: number): Promise<Hierarchy> {
     // Reused or computed, the hierarchy is checked against disk; a change found means computing again
     // (three rounds at most: a directory rewritten faster than it can be read is served as last read).
     // Touching a known path again only changes priorities: a block that is about to be built asks

@@ -53,6 +53,8 @@ export class Catalog {
   private readonly watchers = new Map<string, FSWatcher>();
   private readonly names: ReadonlySet<string>;
   private disposed = false;
+  /** When the last refresh began: it has every change saved before then. */
+  private refreshedAt = -Infinity;
 
   private constructor(
     private readonly options: CatalogOptions,
@@ -123,10 +125,14 @@ export class Catalog {
 
   /**
    * Entries whose file stat says changed since it was read are read again: run before each step's
-   * work, so an edit saved before it is in it whatever the watches did (entries are few).
+   * work, so an edit saved before `since` is in it whatever the watches did. A refresh that ran
+   * since then vouches for it already (the parallel calls of a step stat the entries once).
    */
-  refresh(): void {
+  refresh(since = Infinity): void {
+    if (this.refreshedAt >= since) return;
+    const at = performance.now();
     for (const [path, entry] of this.entries) if (statPrint(path) !== entry.print) this.consider(path);
+    this.refreshedAt = at;
   }
 
   dispose(): void {

@@ -67,6 +67,22 @@ describe("catalog: which context files are entries", () => {
     });
   });
 
+  test("a refresh vouches for changes saved before it began: a later `since` stats again and sees an edit made after it", async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "a/AGENTS.md": `${block("include: always")}# first\n` });
+    const catalog = await build(root);
+    const path = join(root, "a/AGENTS.md");
+    for (let i = 0; i < 20; i++) {
+      const since = performance.now();
+      catalog.refresh(since);
+      // A second call of the same step: nothing to do.
+      catalog.refresh(since);
+      writeFileSync(path, `${block("include: always")}# edit ${i}\n`);
+      catalog.refresh(performance.now());
+      expect(catalog.get(path)?.file.body).toBe(`# edit ${i}\n`);
+    }
+  });
+
   test("a change stat sees but the bytes do not (a touch) is read once, not at every refresh (found in review)", async () => {
     const root = scratch.dir();
     scratch.write(root, { "a/AGENTS.md": `${block("include: always")}# a\n` });
