@@ -1,5 +1,5 @@
 import type { PluginInput } from "@opencode-ai/plugin";
-import { closeSync, constants, fstatSync, openSync, readSync, realpathSync, statSync } from "node:fs";
+import { realpathSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { compose, countsRevision, knownTokens, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
 import { escapeInline } from "./block/escape.ts";
@@ -10,7 +10,7 @@ import { readContained } from "./files/contained.ts";
 import { FileStore } from "./files/store.ts";
 import { replaceFile, spliceSection } from "./files/update.ts";
 import { describe, describeJson, sameFile, snapshotFiles, type FileSnapshot } from "./records/describe.ts";
-import { defaultRecordsDir, isSessionId, parseSteer, RECORDS_VERSION, steerPath, type FileRecord } from "./records/format.ts";
+import { defaultRecordsDir, isSessionId, parseSteer, readFrom, RECORDS_VERSION, steerPath, type FileRecord } from "./records/format.ts";
 import { RecordsWriter } from "./records/writer.ts";
 import { readHistory, scanMessages } from "./host/history.ts";
 import { HOST_MARKER, hostCarries, hostEntryPaths, stripReminder } from "./host/instructions.ts";
@@ -476,14 +476,12 @@ export class Engine {
     const path = steerPath(this.records.dir, session.id);
     let complete: string;
     try {
-      const size = statSync(path, { throwIfNoEntry: false })?.size ?? 0;
-      if (size <= session.steerOffset) return;
-      const from = size - session.steerOffset > MAX_STEER_READ ? size - MAX_STEER_READ : session.steerOffset;
-      const bytes = readAt(path, from, size - from);
+      const read = readFrom(path, (size) => (size - session.steerOffset > MAX_STEER_READ ? size - MAX_STEER_READ : session.steerOffset));
+      if (read === undefined || read.bytes.length === 0) return;
       // Only whole lines: a line being written is applied at the next step.
-      const end = bytes.lastIndexOf(0x0a) + 1;
-      complete = bytes.subarray(0, end).toString("utf8");
-      session.steerOffset = from + end;
+      const end = read.bytes.lastIndexOf(0x0a) + 1;
+      complete = read.bytes.subarray(0, end).toString("utf8");
+      session.steerOffset = read.from + end;
     } catch (error) {
       this.settings.log.once(`steer:${session.id}:${String(error)}`, "warn", `could not read the TUI's requests for session ${session.id}: ${String(error)}`);
       return;
@@ -1045,18 +1043,6 @@ function printOf(paths: readonly string[]): string {
   return paths.map(statPrint).join("|");
 }
 
-/** `length` bytes of a regular file from `from`, without following a symlink or blocking on a FIFO. */
-function readAt(path: string, from: number, length: number): Buffer {
-  const fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-  try {
-    if (!fstatSync(fd).isFile()) throw new Error("not a regular file");
-    const buffer = Buffer.alloc(length);
-    const read = readSync(fd, buffer, 0, length, from);
-    return buffer.subarray(0, read);
-  } finally {
-    closeSync(fd);
-  }
-}
 
 
 function sameSnapshot(a: readonly FileSnapshot[], b: readonly FileSnapshot[]): boolean {

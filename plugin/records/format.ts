@@ -4,7 +4,7 @@
  * `<recordsDir>/<sessionID>.steer.jsonl`. This file is the interface between the plugin, `explain
  * --session` and the TUI module: plain Node APIs only, no file text ever (paths, hashes, counts).
  */
-import { appendFileSync, mkdirSync, readFileSync } from "node:fs";
+import { appendFileSync, closeSync, constants, fstatSync, mkdirSync, openSync, readFileSync, readSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 
@@ -135,6 +135,37 @@ export function parseSteer(text: string): SteerRequest[] {
 }
 
 /** Appends one steering request (the TUI's side); one short line, so the append is atomic. */
+/**
+ * The bytes of a regular file from `fromOf(size)` to its end, read by position; undefined when there
+ * is no file. Never follows a symlink nor blocks on a FIFO (the records directory is not trusted to
+ * hold files only): a symlink throws, as does anything that is not a regular file, and I/O errors.
+ */
+export function readFrom(path: string, fromOf: (size: number) => number): { bytes: Buffer; from: number } | undefined {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw error;
+  }
+  try {
+    const info = fstatSync(fd);
+    if (!info.isFile()) throw new Error("not a regular file");
+    const size = info.size;
+    const from = Math.min(size, Math.max(0, fromOf(size)));
+    const bytes = Buffer.alloc(size - from);
+    let read = 0;
+    while (read < bytes.length) {
+      const got = readSync(fd, bytes, read, bytes.length - read, from + read);
+      if (got === 0) break; // truncated since the stat
+      read += got;
+    }
+    return { bytes: bytes.subarray(0, read), from };
+  } finally {
+    closeSync(fd);
+  }
+}
+
 export function appendSteer(dir: string, session: string, action: SteerRequest["action"], path: string): void {
   const request: SteerRequest = { v: RECORDS_VERSION, time: new Date().toISOString(), action, path };
   mkdirSync(dir, { recursive: true, mode: 0o700 });
