@@ -84,7 +84,7 @@ export class Engine {
   /** Touched files' real paths, by path, with the start they were worked out from (the rules ask for all of them). */
   private readonly realPaths = new Map<string, { readonly start: string; readonly real: string }>();
   /** Each watching contract's targets, for the index listing they were matched against. */
-  private readonly targets = new WeakMap<Contract, { files: readonly string[] | undefined; targets: readonly string[] }>();
+  private readonly targets = new WeakMap<Contract, { files: readonly string[] | undefined; targets: readonly string[]; capped: boolean }>();
   /** The worktree's always, agent and manual files; undefined until its index is built. */
   private catalog: Catalog | undefined;
   private catalogReady: Promise<void> | undefined;
@@ -580,7 +580,12 @@ export class Engine {
       watching.add(file.path);
       const before = session.watched.get(file.path);
       const now = new Map<string, string>();
-      for (const rel of this.watchTargets(contract)) now.set(rel, statPrint(join(this.store.realRoot, rel)));
+      const { targets, capped } = this.watchTargets(contract);
+      if (capped) {
+        const message = `${file.rel}: its watch globs match more than ${MAX_WATCH_TARGETS} files; only the first ${MAX_WATCH_TARGETS} (in the worktree index's order) are watched`;
+        this.settings.log.once(`watch-cap:${file.sha256}`, "warn", message);
+      }
+      for (const rel of targets) now.set(rel, statPrint(join(this.store.realRoot, rel)));
       session.watched.set(file.path, now);
       if (before === undefined) continue;
       for (const [rel, print] of now) {
@@ -595,19 +600,24 @@ export class Engine {
   }
 
   /** The worktree-relative files a contract's `watch` globs name: context files of the index that match, and plain paths. */
-  private watchTargets(contract: Contract): readonly string[] {
+  private watchTargets(contract: Contract): { targets: readonly string[]; capped: boolean } {
     const files = this.catalog?.index?.files;
     const known = this.targets.get(contract);
-    if (known !== undefined && known.files === files) return known.targets;
+    if (known !== undefined && known.files === files) return known;
     const targets = new Set<string>();
+    let capped = false;
     for (const glob of contract.watch) if (!/[*?[\]{}!\\]/.test(glob)) targets.add(glob.replace(/^\.\//, ""));
     for (const rel of files ?? []) {
-      if (targets.size >= MAX_WATCH_TARGETS) break;
-      if (matchesWatch(contract, rel)) targets.add(rel);
+      if (!matchesWatch(contract, rel) || targets.has(rel)) continue;
+      if (targets.size >= MAX_WATCH_TARGETS) {
+        capped = true;
+        break;
+      }
+      targets.add(rel);
     }
-    const sorted = [...targets].sort();
-    this.targets.set(contract, { files, targets: sorted });
-    return sorted;
+    const memo = { files, targets: [...targets].sort(), capped };
+    this.targets.set(contract, memo);
+    return memo;
   }
 
   private async raw(session: Session, ordered: boolean, since: number): Promise<Hierarchy> {

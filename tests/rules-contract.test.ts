@@ -389,6 +389,33 @@ describe("watch", () => {
   });
 });
 
+describe("watch past its cap", () => {
+  test("watch globs that match more than 256 files watch the first 256, with one warning naming the file", async () => {
+    const root = await realpath(await mkdtemp(join(tmpdir(), "rules-watch-cap-")));
+    let plugin: Started | undefined;
+    try {
+      await writeFile(join(root, "AGENTS.md"), '---\nwatch: ["pkg/*/AGENTS.md"]\n---\nROOT-RULE\n');
+      for (let i = 0; i < 300; i++) {
+        await mkdir(join(root, `pkg/p${i}`), { recursive: true });
+        await writeFile(join(root, `pkg/p${i}/AGENTS.md`), `package ${i}\n`);
+      }
+      expect(spawnSync("git", ["init", "-q"], { cwd: root }).status).toBe(0);
+      plugin = await start(root, { delivery: "system" });
+      expect(await plugin.step("ses_cap")).toContain("ROOT-RULE");
+      await plugin.step("ses_cap");
+      const capped = warnings(plugin).filter((line) => line.includes("watch globs match more than 256 files"));
+      expect(capped).toEqual(["AGENTS.md: its watch globs match more than 256 files; only the first 256 (in the worktree index's order) are watched"]);
+      // Every matching file changes: 256 of them are told.
+      for (let i = 0; i < 300; i++) await writeFile(join(root, `pkg/p${i}/AGENTS.md`), `package ${i}, changed\n`);
+      const block = await plugin.stepUntil("ses_cap", (text) => text?.includes("was changed") === true, "the watch notices");
+      expect(new Set(block?.match(/\[pkg\/p\d+\/AGENTS\.md was changed/g)).size).toBe(256);
+    } finally {
+      await plugin?.dispose();
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("bad values", () => {
   /** Each bad file: what its one warning must name (the file, the key, the value). */
   const BAD: readonly (readonly [rel: string, ...named: string[]])[] = [
