@@ -423,7 +423,7 @@ export class Engine {
     if (!target.isFile || !this.isContextFile(target.real)) return `project_context update: ${rel} is not a context file (${this.settings.options.fileNames.join(", ")})`;
     const { maxFileBytes } = this.settings.options;
     const read = readContained(target.real, dirname(target.real), this.store.realRoot, maxFileBytes);
-    if (read.kind !== "file") return `project_context update: ${rel} cannot be read${read.kind === "skip" ? ` (${read.skip.reason})` : ""}`;
+    if (read.kind !== "file") return `project_context update: ${rel} cannot be read${read.kind === "skip" ? ` (${escapeInline(read.skip.reason)})` : ""}`;
     const spliced = spliceSection(read.version.raw, section, content);
     if ("error" in spliced) return `project_context update: ${escapeInline(spliced.error)}`;
     // An edit like any other: OpenCode's permission for editing this file (the plan agent, "edit": "ask") decides.
@@ -436,7 +436,7 @@ export class Engine {
       }
     }
     const refused = replaceFile(target.real, this.store.realRoot, maxFileBytes, read.version.sha256, spliced.text);
-    if (refused !== undefined) return `project_context update: ${refused}`;
+    if (refused !== undefined) return `project_context update: ${escapeInline(refused)}`;
     return `project_context update: ${spliced.replaced ? "replaced" : "added"} the section "${escapeInline(section.trim())}" of ${rel}; the new text is in the context from the next step.`;
   }
 
