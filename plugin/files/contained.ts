@@ -37,6 +37,13 @@ export interface Skip {
   readonly transient: boolean;
 }
 
+/**
+ * File timestamps come from the kernel's coarse clock (one tick: up to 10 ms), so a same-size write
+ * within the tick of a read can leave every stat field unchanged. A file changed this recently when
+ * it was read is read again (and compared by hash) at its next check, as git treats racy entries.
+ */
+export const RACY_MS = 50;
+
 export type ReadOutcome =
   | {
       readonly kind: "file";

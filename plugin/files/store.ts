@@ -4,7 +4,7 @@ import { basename, dirname, join, sep } from "node:path";
 import { LRUCache } from "lru-cache";
 import type { Logger } from "../log.ts";
 import { isInside } from "../paths.ts";
-import { readContained, type FileVersion, type Skip } from "./contained.ts";
+import { RACY_MS, readContained, type FileVersion, type Skip } from "./contained.ts";
 import { RecordCache } from "./records.ts";
 import { chainOfWalk, walkUp } from "./walk.ts";
 import { contextNamesOf } from "./worktree-index.ts";
@@ -83,12 +83,6 @@ export const DEFAULT_CACHE_BYTES = 32 * 1024 * 1024;
  * directories being edited pay for it.
  */
 const QUIET_MS = 50;
-/**
- * File timestamps come from the kernel's coarse clock (one tick: up to 10 ms), so a same-size write
- * within the tick of a read can leave every stat field unchanged. A file changed this recently when
- * it was read is read again (and compared by hash) at its next check, as git treats racy entries.
- */
-const RACY_MS = 50;
 /** relatime moves an atime older than this at any read. */
 const DAY_MS = 24 * 60 * 60 * 1000;
 /** The sentinel's event not arriving in this long means the watcher cannot be trusted: sync stats for good. */

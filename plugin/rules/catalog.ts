@@ -1,7 +1,7 @@
 import { lstatSync, watch, type FSWatcher } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import type { FileVersion } from "../files/contained.ts";
-import { decodeText, readContained, readContainedHead } from "../files/contained.ts";
+import { decodeText, RACY_MS, readContained, readContainedHead } from "../files/contained.ts";
 import { parseFrontmatter } from "../files/frontmatter.ts";
 import { buildWorktreeIndex, contextNamesOf, type WorktreeIndex } from "../files/worktree-index.ts";
 import type { Logger } from "../log.ts";
@@ -32,6 +32,8 @@ export interface Entry {
   readonly print: string;
 }
 
+/** What a racy entry's print says: no stat ever prints this, so the next refresh reads the file again. */
+const RACY_PRINT = "racy";
 /** Bytes of a context file read to learn its include mode (frontmatter is a file's first lines). */
 const HEAD_BYTES = 4096;
 /** Start-up reads run in slices this long at most, as the store's do. */
@@ -159,6 +161,9 @@ export class Catalog {
 
   private read(path: string, listed: boolean): Entry | undefined {
     if (!listed && this.index !== undefined && !this.index.mayLoad(relativePosix(this.options.worktree, path))) return undefined;
+    // Stat before the read, as the store signs a directory before reading it: an edit in between shows at the next refresh.
+    const startedAt = Date.now();
+    const print = statPrint(path);
     const rule = !this.names.has(basename(path));
     if (!rule && !this.headMayLoad(path)) return undefined;
     const outcome = readContained(path, dirname(path), this.options.worktree, this.options.maxFileBytes);
@@ -168,7 +173,8 @@ export class Catalog {
     if (rule && !namesMode(outcome.version.frontmatter, contract)) contract = { ...contract, include: "always" };
     if (contract.include === "touched") return undefined;
     if (this.options.watch) this.watchDir(dirname(path));
-    return { file: outcome.version, contract, rule, print: statPrint(path) };
+    // A file changed within RACY_MS of the read may change again within the same timestamp: read again at the next refresh.
+    return { file: outcome.version, contract, rule, print: startedAt - outcome.changedMs < RACY_MS ? RACY_PRINT : print };
   }
 
   /**
