@@ -52,8 +52,6 @@ export type ReadOutcome =
       readonly notes: readonly string[];
       /** The file's ctime when opened: a read this close to a change may have raced it. */
       readonly changedMs: number;
-      /** The file's atime before this read: a read moves it (relatime) when it is not after the last change. */
-      readonly accessedMs: number;
     }
   | { readonly kind: "skip"; readonly skip: Skip }
   | { readonly kind: "absent" };
@@ -112,7 +110,7 @@ export function readContained(candidate: string, dir: string, realRoot: string, 
       truncated,
       mtimeMs: info.mtimeMs,
     });
-    return { kind: "file", version, notes, changedMs: info.ctimeMs, accessedMs: info.atimeMs };
+    return { kind: "file", version, notes, changedMs: info.ctimeMs };
   });
 }
 

@@ -83,8 +83,6 @@ export const DEFAULT_CACHE_BYTES = 32 * 1024 * 1024;
  * directories being edited pay for it.
  */
 const QUIET_MS = 50;
-/** relatime moves an atime older than this at any read. */
-const DAY_MS = 24 * 60 * 60 * 1000;
 /** The sentinel's event not arriving in this long means the watcher cannot be trusted: sync stats for good. */
 const BARRIER_TIMEOUT_MS = 100;
 /** Reads of directories not known yet run in slices this long at most, so a cold start never stalls the loop. */
@@ -417,7 +415,6 @@ export class FileStore {
     let file: FileVersion | null = null;
     let local: FileVersion | null = null;
     let racy = false;
-    let movedAtime = false;
     // The signature's stat of each name, in candidate order: a name it found absent is not opened (most are).
     const stats = signature.split("|").slice(1);
     for (const [i, candidate] of this.candidates.entries()) {
@@ -433,15 +430,9 @@ export class FileStore {
       const { version, notes } = outcome;
       for (const note of notes) log.once(`note:${version.path}:${version.sha256}:${note}`, "warn", `${version.path}: ${note}`);
       racy ||= startedAt - outcome.changedMs < RACY_MS;
-      movedAtime ||= outcome.accessedMs <= Math.max(outcome.changedMs, version.mtimeMs) || startedAt - outcome.accessedMs > DAY_MS;
       if (candidate.kind === "local") local = version;
       else file = version;
     }
-    // Reading a file changed since it was last read moves its atime (relatime: also once a day): a watch
-    // event, after which Bun holds back that watch's next events for a few ms (an edit saved right then
-    // would reach a step after the barrier). So such a directory is stat'd at each settle while it is
-    // quiet for QUIET_MS.
-    if (movedAtime && this.watched.has(dir)) this.dirty.set(dir, performance.now());
     return Object.freeze({ dir, exists: true, file, local, skipped: Object.freeze(skipped), signature, retry: racy || skipped.some((s) => s.transient) });
   }
 
