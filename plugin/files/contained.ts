@@ -185,7 +185,7 @@ const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true });
  * Linux: the kernel's own answer (`/proc/self/fd/N`), which resolves every component as of now.
  * Elsewhere: resolve the path again and accept it only if it names the very file opened (dev + ino).
  */
-function openedPath(fd: number, resolved: string, opened: Stats): string | undefined {
+export function openedPath(fd: number, resolved: string, opened: Stats): string | undefined {
   if (procFd) {
     try {
       const link = readlinkSync(`/proc/self/fd/${fd}`);

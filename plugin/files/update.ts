@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
-import { closeSync, constants, fchmodSync, fsyncSync, openSync, readlinkSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, constants, fchmodSync, fstatSync, fsyncSync, openSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { parseFrontmatter } from "./frontmatter.ts";
 import { outline, sectionName, sectionsOf } from "../rules/merge.ts";
 import { isInside } from "../paths.ts";
-import { readContained } from "./contained.ts";
+import { openedPath, readContained } from "./contained.ts";
 
 /** A section's new text spliced into a context file's text, or why it cannot be. */
 export type Splice = { readonly text: string; readonly replaced: boolean } | { readonly error: string };
@@ -63,8 +63,10 @@ export function replaceFile(path: string, realRoot: string, maxFileBytes: number
   const temporary = join(dir, `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
   const fd = openSync(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
   try {
-    // A directory swapped for a symlink since the read: the file made must still be inside the worktree.
-    if (process.platform === "linux" && !isInside(readlinkSync(`/proc/self/fd/${fd}`), realRoot)) throw new Error("the directory moved outside the worktree");
+    // A directory swapped for a symlink since the read: the file made must still be inside the worktree
+    // (on every platform; a swap between this check and the rename below remains possible).
+    const made = openedPath(fd, temporary, fstatSync(fd));
+    if (made === undefined || !isInside(made, realRoot)) throw new Error("the directory moved outside the worktree");
     writeSync(fd, text);
     fchmodSync(fd, mode);
     fsyncSync(fd);
