@@ -6,7 +6,7 @@ import { parseFrontmatter } from "../files/frontmatter.ts";
 import { buildWorktreeIndex, contextNamesOf, type WorktreeIndex } from "../files/worktree-index.ts";
 import type { Logger } from "../log.ts";
 import { relativePosix, statPrint } from "../paths.ts";
-import { readContract, type Contract } from "./contract.ts";
+import { given, readContract, type Contract } from "./contract.ts";
 import { AgentRanker, headingsOf, type AgentDoc, type Ranked } from "./rank.ts";
 
 export interface CatalogOptions {
@@ -218,7 +218,7 @@ export class Catalog {
  * agent with a description). An empty or bad value counts as absent, as it does for every key.
  */
 function namesMode(frontmatter: Readonly<Record<string, unknown>>, contract: Contract): boolean {
-  return ["include", "alwaysApply"].some((key) => frontmatter[key] != null && !contract.problems.some((problem) => problem.key === key));
+  return ["include", "alwaysApply"].some((key) => given(frontmatter, key) !== undefined && !contract.problems.some((problem) => problem.key === key));
 }
 
 const DASH = 0x2d;

@@ -134,7 +134,7 @@ const LINE_BREAK = /\r\n|[\n\v\f\r\x85\u2028\u2029]/;
  * template leaves `description:` and `globs:` empty, and empty says nothing. Own keys only, so that
  * `constructor` or `__proto__` never reads Object.prototype.
  */
-function given(frontmatter: Frontmatter, key: string): unknown {
+export function given(frontmatter: Frontmatter, key: string): unknown {
   if (!Object.hasOwn(frontmatter, key)) return undefined;
   const value = frontmatter[key];
   if (value === null || value === undefined) return undefined;

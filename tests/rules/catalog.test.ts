@@ -55,6 +55,9 @@ describe("catalog: which context files are entries", () => {
       ".opencode/rules/cursor-manual.md": `${block("alwaysApply: false")}# rule\n`,
       ".opencode/rules/cursor-agent.md": `${block("alwaysApply: false\ndescription: payments")}# rule\n`,
       ".opencode/rules/bad-include.md": `${block("include:")}# rule\n`,
+      // Empty as the contract reads it (a blank string, an empty list): a rule file without a mode too. Found in review.
+      ".opencode/rules/blank-include.md": `${block('include: ""')}# rule\n`,
+      ".opencode/rules/empty-list.md": `${block("alwaysApply: []")}# rule\n`,
     });
     expect(modes(await build(root))).toEqual({
       "a/AGENTS.md": "always",
@@ -64,6 +67,8 @@ describe("catalog: which context files are entries", () => {
       ".opencode/rules/cursor-manual.md": "manual",
       ".opencode/rules/cursor-agent.md": "agent",
       ".opencode/rules/bad-include.md": "always",
+      ".opencode/rules/blank-include.md": "always",
+      ".opencode/rules/empty-list.md": "always",
     });
   });
 
