@@ -114,8 +114,7 @@ interface Watched {
 
 interface Barrier {
   readonly name: string;
-  written: boolean;
-  /** When its sentinel was written: every change saved before then is dispatched once it passes. */
+  /** When its sentinel was written (Infinity until then): every change saved before then is dispatched once it passes. */
   writtenAt: number;
   readonly done: Promise<void>;
   readonly resolve: () => void;
@@ -682,11 +681,11 @@ export class FileStore {
    */
   private barrier(since: number): Promise<void> {
     const latest = this.latest;
-    if (latest !== undefined && this.barriers.has(latest.name) && (!latest.written || latest.writtenAt >= since)) return latest.done;
+    if (latest !== undefined && this.barriers.has(latest.name) && latest.writtenAt >= since) return latest.done;
     if (this.sentinelDir === undefined && !this.openSentinel()) return RESOLVED;
     let resolve!: () => void;
     const done = new Promise<void>((settle) => (resolve = settle));
-    const barrier: Barrier = { name: `s${++this.barrierSeq}`, written: false, writtenAt: Infinity, done, resolve };
+    const barrier: Barrier = { name: `s${++this.barrierSeq}`, writtenAt: Infinity, done, resolve };
     this.latest = barrier;
     this.barriers.set(barrier.name, barrier);
     queueMicrotask(() => this.writeSentinel(barrier));
@@ -694,7 +693,6 @@ export class FileStore {
   }
 
   private writeSentinel(barrier: Barrier): void {
-    barrier.written = true;
     if (this.disposed || this.mode === "sync" || this.sentinelDir === undefined) return this.passBarriers();
     barrier.writtenAt = performance.now();
     try {

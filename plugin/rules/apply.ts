@@ -96,7 +96,7 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   });
   // Which waiting files a touched file matches: each touched file asks the directories above it (a
   // few lookups), not each waiting file every touched file (2,000 x 4,000 in a large session).
-  const waiting = byBase(judged.flatMap((item) => (item.waiting === undefined ? [] : [item.waiting])), context.worktree);
+  const waiting = byBase(judged.flatMap((item) => (item.waiting === undefined ? [] : [item.waiting])));
   if (waiting.size > 0) for (const path of context.touchedFiles) for (const hit of awaitedBy(waiting, path, context.worktree, context.matched)) context.matched.add(hit.file.path);
   for (const { file, contract, why: excludedWhy, waiting } of judged) {
     const stillWaiting = waiting !== undefined && !context.matched.has(file.path);
@@ -143,7 +143,7 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   const byDir = new Map<string, FileVersion>();
   for (const file of [...files].reverse()) byDir.set(file.dir, file);
   const watchers = files.filter((file) => readContract(file.frontmatter).watch.length > 0);
-  return { ...hierarchy, files, tiers: order.map((item) => item.tier), byPath, byDir, modes, excluded, priorities, imports: [...imports], watchers, awaiting: byBase(awaiting, context.worktree) };
+  return { ...hierarchy, files, tiers: order.map((item) => item.tier), byPath, byDir, modes, excluded, priorities, imports: [...imports], watchers, awaiting: byBase(awaiting) };
 }
 
 /** Why a file is left out whatever was touched. */
@@ -168,18 +168,15 @@ function waitingFor(file: FileVersion, contract: Contract, hierarchy: Hierarchy,
 }
 
 /** Waiting files by the directory their `paths:` are relative to. */
-export function byBase(waiting: readonly Awaiting[], worktree: string): ReadonlyMap<string, readonly Awaiting[]> {
+export function byBase(waiting: readonly Awaiting[]): ReadonlyMap<string, readonly Awaiting[]> {
   const grouped = new Map<string, Awaiting[]>();
   for (const item of waiting) {
-    const base = stripSep(item.base, worktree);
-    const group = grouped.get(base);
-    if (group === undefined) grouped.set(base, [item]);
+    const group = grouped.get(item.base);
+    if (group === undefined) grouped.set(item.base, [item]);
     else group.push(item);
   }
   return grouped;
 }
-
-const stripSep = (dir: string, worktree: string) => (dir.length > worktree.length && dir.endsWith(sep) ? dir.slice(0, -1) : dir);
 
 /**
  * The waiting files a touched file (a real path in the worktree) matches, but those in `matched`:
@@ -195,10 +192,9 @@ export function* awaitedBy(waiting: ReadonlyMap<string, readonly Awaiting[]>, to
   }
 }
 
-/** Whether a touched file (a real path) is one a file's `paths:` asks for: below its directory (the worktree for a rule file). */
+/** Whether a touched file (a real path below `base`, as awaitedBy asks) is one a file's `paths:` asks for. */
 function pathsMatch({ contract, base }: Awaiting, touchedFile: string): boolean {
-  const prefix = base.endsWith(sep) ? base : base + sep;
-  return touchedFile.startsWith(prefix) && matchesPaths(contract, relativePosix(base, touchedFile));
+  return matchesPaths(contract, relativePosix(base, touchedFile));
 }
 
 function modeOf(file: FileVersion, contract: Contract, hierarchy: Hierarchy, context: RuleContext, score: number | undefined): Mode {
