@@ -17,6 +17,7 @@ import { HOST_MARKER, hostCarries, hostEntryPaths, stripReminder } from "./host/
 import { CONTEXT_TOOL, toolPaths } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
 import { isInside, relativePosix, statPrint } from "./paths.ts";
+import { contextNamesOf } from "./files/worktree-index.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { applyRules, awaitedBy, CRITICAL_TIER, type Ruled } from "./rules/apply.ts";
 import { Catalog } from "./rules/catalog.ts";
@@ -83,6 +84,8 @@ export class Engine {
   private readonly ruled = new WeakMap<Session, { key: string; hierarchy: Hierarchy; ruled: Ruled; checked: Set<string>; version: number }>();
   /** Touched files' real paths, by path, with the start they were worked out from (the rules ask for all of them). */
   private readonly realPaths = new Map<string, { readonly start: string; readonly real: string }>();
+  /** A context file override's name → the base name it replaces. */
+  private readonly replaces: ReadonlyMap<string, string>;
   /** Each watching contract's targets, for the index listing they were matched against. */
   private readonly targets = new WeakMap<Contract, { files: readonly string[] | undefined; targets: readonly string[]; capped: boolean }>();
   /** The worktree's always, agent and manual files; undefined until its index is built. */
@@ -98,6 +101,7 @@ export class Engine {
   ) {
     const { options } = settings;
     this.sessions = new Sessions(options.maxTouchedDirs, (sessionID) => store.release(sessionID), undefined, (session) => this.pinDefaults(session));
+    this.replaces = contextNamesOf(options.fileNames).replaces;
     this.records = options.records ? new RecordsWriter(options.recordsDir === "" ? defaultRecordsDir() : resolve(options.recordsDir), settings.log) : undefined;
   }
 
@@ -722,6 +726,7 @@ export class Engine {
       attached: session.attached,
       read: this.importRead,
       worktree: this.store.realRoot,
+      replaces: this.replaces,
       warn: (file, message) => this.settings.log.once(`import:${file.sha256}:${message}`, "warn", message),
     });
     for (const file of [...hierarchy.files, ...extras]) {

@@ -389,6 +389,28 @@ describe("watch", () => {
   });
 });
 
+describe("override notes", () => {
+  test("an override names the base it replaces (CONVENTIONS.txt, not a guessed .md); a rule file named *.override.md replaces nothing", async () => {
+    const root = await realpath(await mkdtemp(join(tmpdir(), "rules-override-")));
+    let plugin: Started | undefined;
+    try {
+      await mkdir(join(root, "pkg"), { recursive: true });
+      await mkdir(join(root, ".opencode/rules"), { recursive: true });
+      await writeFile(join(root, "pkg/CONVENTIONS.override.md"), "PKG-OVERRIDE\n");
+      await writeFile(join(root, ".opencode/rules/db.override.md"), "RULE-NAMED-OVERRIDE\n");
+      expect(spawnSync("git", ["init", "-q"], { cwd: root }).status).toBe(0);
+      plugin = await start(root, { delivery: "system", fileNames: ["AGENTS.md", "CONVENTIONS.txt"] });
+      await plugin.touch("ses_ovr", "read", { filePath: join(root, "pkg/x.ts") });
+      const block = await plugin.step("ses_ovr");
+      expect(sectionOf(block, "pkg/CONVENTIONS.override.md")).toBe("[this file replaces CONVENTIONS.txt of its directory: where they disagree, follow this one]\n\nPKG-OVERRIDE\n");
+      expect(sectionOf(block, ".opencode/rules/db.override.md")).toBe("RULE-NAMED-OVERRIDE\n");
+    } finally {
+      await plugin?.dispose();
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("watch past its cap", () => {
   test("watch globs that match more than 256 files watch the first 256, with one warning naming the file", async () => {
     const root = await realpath(await mkdtemp(join(tmpdir(), "rules-watch-cap-")));

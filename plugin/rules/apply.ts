@@ -28,6 +28,8 @@ export interface RuleContext {
   readonly attached: ReadonlyMap<string, number>;
   readonly read: ImportRead;
   readonly worktree: string;
+  /** A context file override's name → the base name it replaces (see contextNamesOf). */
+  readonly replaces: ReadonlyMap<string, string>;
   /** One warning for a file version's import problem. */
   readonly warn: (file: FileVersion, message: string) => void;
 }
@@ -82,7 +84,7 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   const plain =
     context.always.size === 0 &&
     context.attached.size === 0 &&
-    hierarchy.files.every((file) => readContract(file.frontmatter) === DEFAULT_CONTRACT && !hasImports(file) && overrideNote(file).length === 0);
+    hierarchy.files.every((file) => readContract(file.frontmatter) === DEFAULT_CONTRACT && !hasImports(file) && overrideNote(file, context).length === 0);
   if (plain) return { ...hierarchy, modes: NO_MODES, excluded: NO_REASONS, priorities: NO_PRIORITIES, imports: [], watchers: [], awaiting: NO_WAITING };
   const excluded = new Map<string, string>();
   const modes = new Map<string, Mode>();
@@ -130,7 +132,7 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   const order: { file: FileVersion; tier: number }[] = [];
   hierarchy.files.forEach((file, i) => {
     if (!kept.has(file.path)) return;
-    const notes = [...overrideNote(file), ...(merged.notes.get(file.path) ?? [])];
+    const notes = [...overrideNote(file, context), ...(merged.notes.get(file.path) ?? [])];
     const body = merged.bodies.get(file.path) ?? bodies.get(file.path)!;
     const text = notes.length === 0 ? body : `${notes.map((note) => `[${note}]`).join("\n")}\n\n${body}`;
     const priority = priorities.get(file.path)!;
@@ -208,10 +210,10 @@ function modeOf(file: FileVersion, contract: Contract, hierarchy: Hierarchy, con
  * `AGENTS.override.md` takes the place of its directory's `AGENTS.md`, which OpenCode may still send
  * itself (its own prompt reads the base name): the model is told which one wins.
  */
-function overrideNote(file: FileVersion): string[] {
-  const name = basename(file.path);
-  if (!/\.override\.md$/i.test(name)) return [];
-  return [`this file replaces ${name.replace(/\.override\.md$/i, ".md")} of its directory: where they disagree, follow this one`];
+function overrideNote(file: FileVersion, context: RuleContext): string[] {
+  // A rule file found by the `rules` globs replaces nothing, whatever its name.
+  const base = context.ruleFiles.has(file.path) ? undefined : context.replaces.get(basename(file.path));
+  return base === undefined ? [] : [`this file replaces ${base} of its directory: where they disagree, follow this one`];
 }
 
 /** Whether a version has a line starting with `@` (an import, maybe): found once per version. */

@@ -109,11 +109,14 @@ describe("contextNamesOf", () => {
       base: ["AGENTS.md", "CLAUDE.md"],
       override: ["AGENTS.override.md", "CLAUDE.override.md"],
       local: ["AGENTS.local.md", "CLAUDE.local.md"],
+      replaces: new Map([["AGENTS.override.md", "AGENTS.md"], ["CLAUDE.override.md", "CLAUDE.md"]]),
     });
     expect(contextNamesOf(["CONTEXT", ".cursorrules", "notes.txt", "a.b.md"])).toEqual({
       base: ["CONTEXT", ".cursorrules", "notes.txt", "a.b.md"],
       override: ["CONTEXT.override.md", ".cursorrules.override.md", "notes.override.md", "a.b.override.md"],
       local: ["CONTEXT.local.md", ".cursorrules.local.md", "notes.local.md", "a.b.local.md"],
+      // The override names the base it replaces: notes.override.md takes the place of notes.txt.
+      replaces: new Map([["CONTEXT.override.md", "CONTEXT"], [".cursorrules.override.md", ".cursorrules"], ["notes.override.md", "notes.txt"], ["a.b.override.md", "a.b.md"]]),
     });
   });
 
@@ -122,6 +125,7 @@ describe("contextNamesOf", () => {
       base: ["AGENTS.md", "AGENTS.txt"],
       override: ["AGENTS.override.md"],
       local: ["AGENTS.local.md"],
+      replaces: new Map([["AGENTS.override.md", "AGENTS.md"]]),
     });
   });
 });
