@@ -5,6 +5,7 @@ import { LRUCache } from "lru-cache";
 import type { Logger } from "../log.ts";
 import { isInside } from "../paths.ts";
 import { RACY_MS, readContained, type FileVersion, type Skip } from "./contained.ts";
+import { Inotify, type DirWatch } from "./inotify.ts";
 import { RecordCache } from "./records.ts";
 import { chainOfWalk, walkUp } from "./walk.ts";
 import { contextNamesOf } from "./worktree-index.ts";
@@ -17,8 +18,14 @@ export interface FileStoreOptions {
   maxFileBytes: number;
   /** Levels a walk climbs above its start directory at most. */
   maxDepth: number;
-  /** Freshness by fs.watch + barrier; `false`: sync stats of the requested directories at every settle. */
+  /** Freshness by watch events + barrier; `false`: sync stats of the requested directories at every settle. */
   watch: boolean;
+  /**
+   * Where watch events come from: "inotify" (the default) reads Linux's queue synchronously, an exact
+   * barrier with no wait; "fs.watch" (used where inotify is not available) is Bun's watcher with a
+   * sentinel barrier. See inotify.ts.
+   */
+  events?: "inotify" | "fs.watch";
   /** Directories watched at most; the others are stat'd at every settle that asks for them. */
   maxWatchedDirs: number;
   /** Bytes of directory records kept at most (least recently used evicted first). Default DEFAULT_CACHE_BYTES. */
@@ -75,7 +82,7 @@ export interface DirectoryRecord {
 export const DEFAULT_CACHE_BYTES = 32 * 1024 * 1024;
 
 /**
- * Bun drops watch events: one arriving within ~1 ms of the previous one passed for the same watch,
+ * (fs.watch only; inotify drops nothing.) Bun drops watch events: one arriving within ~1 ms of the previous one passed for the same watch,
  * and, measured under a tight edit/settle loop on Bun 1.4.5, writes up to ~6 ms after the last event
  * it passed (while its watcher thread lags, sentinel events then taking 3-5 ms). So a directory stays
  * dirty, and is stat'd at every settle, until a check ran this long after its last event: 5 ms let
@@ -109,7 +116,7 @@ interface Start {
 interface Watched {
   readonly dir: string;
   refs: number;
-  handle: FSWatcher | undefined;
+  handle: DirWatch | undefined;
 }
 
 interface Barrier {
@@ -129,7 +136,8 @@ const EMPTY_CHAIN: Chain = Object.freeze([]);
 /**
  * The one store of context files serving every session: directory records read once per version
  * (bounded in bytes), the chain of files for each start directory, where a touched path's walk
- * starts, and one freshness mechanism (fs.watch per retained directory + a barrier before each step).
+ * starts, and one freshness mechanism (a watch per retained directory + a barrier before each step:
+ * inotify read synchronously where it can, fs.watch and a sentinel elsewhere).
  */
 export class FileStore {
   /** Grows whenever a record's file or the structure changes: anything computed at an older value is stale. */
@@ -166,6 +174,10 @@ export class FileStore {
   private readonly linkedFrom = new Map<string, Set<string>>();
 
   private mode: "watch" | "sync";
+  /** Linux's event queue, read synchronously (the barrier is a drain); undefined: fs.watch and a sentinel. */
+  private inotify: Inotify | undefined;
+  /** How long a directory stays dirty after its last event (see QUIET_MS): 0 when no event is ever dropped. */
+  private readonly quietMs: number;
   private sentinelDir: string | undefined;
   private sentinelWatch: FSWatcher | undefined;
   private readonly barriers = new Map<string, Barrier>();
@@ -187,6 +199,8 @@ export class FileStore {
     this.candidates = candidatesOf(options.fileNames);
     this.names = new Set(this.candidates.map((candidate) => candidate.name));
     this.mode = options.watch ? "watch" : "sync";
+    this.inotify = options.watch && options.events !== "fs.watch" ? Inotify.open(() => this.overflowed()) : undefined;
+    this.quietMs = this.inotify === undefined ? QUIET_MS : 0;
     // An evicted version must not live on in a cached chain, or the bound would be a fiction.
     this.records = new RecordCache<Record_>(options.maxCacheBytes ?? DEFAULT_CACHE_BYTES, sizeOf, (dir) => {
       this.verifiedAt.delete(dir);
@@ -294,6 +308,11 @@ export class FileStore {
   settle(dirs: Iterable<string>, since = Infinity): Promise<void> {
     if (this.disposed) return RESOLVED;
     if (this.mode === "sync") return this.check(dirs, true, since);
+    // A drain made now has every change saved before now (`since` is never later than that).
+    if (this.inotify !== undefined) {
+      if (this.passedAt < since) this.drain();
+      return this.check(dirs, false, since);
+    }
     if (this.passedAt >= since) return this.check(dirs, false, since);
     return this.barrier(since).then(() => this.check(dirs, this.mode === "sync", since));
   }
@@ -304,7 +323,7 @@ export class FileStore {
    * following it. Nothing to do without a working watcher, or when a barrier vouches for `since` already.
    */
   prepare(since: number): void {
-    if (!this.disposed && this.mode === "watch" && this.passedAt < since) void this.barrier(since);
+    if (!this.disposed && this.mode === "watch" && this.inotify === undefined && this.passedAt < since) void this.barrier(since);
   }
 
   /** Whether a file name is one of the context file names (a base name or one of its variants). */
@@ -313,17 +332,19 @@ export class FileStore {
   }
 
   /** How the store stands: for the benchmark, explain and tests. */
-  get stats(): { mode: "watch" | "sync"; watched: number; records: number; bytes: number; owners: number; barriers: number } {
-    return { mode: this.mode, watched: this.activeWatches, records: this.records.size, bytes: this.records.looseBytes, owners: this.owners.size, barriers: this.barrierSeq };
+  get stats(): { mode: "watch" | "sync"; events: "inotify" | "fs.watch" | undefined; watched: number; records: number; bytes: number; owners: number; barriers: number } {
+    const events = this.mode === "sync" ? undefined : this.inotify !== undefined ? "inotify" : "fs.watch";
+    return { mode: this.mode, events, watched: this.activeWatches, records: this.records.size, bytes: this.records.looseBytes, owners: this.owners.size, barriers: this.barrierSeq };
   }
 
-  /** Closes every watch, removes the sentinel directory, clears timers. Nothing is read afterwards. */
+  /** Closes every watch (and the inotify descriptor or the sentinel directory), clears timers. Nothing is read afterwards. */
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
     for (const entry of this.watched.values()) this.unwatch(entry);
     this.watched.clear();
     this.owners.clear();
+    this.inotify?.close();
     this.closeSentinel();
     for (const timer of this.timers) clearTimeout(timer);
     this.timers.clear();
@@ -406,7 +427,7 @@ export class FileStore {
     const startedAt = Date.now();
     const readAt = performance.now();
     const signature = this.signatureOf(dir);
-    this.verifiedAt.set(dir, readAt);
+    this.verified(dir, readAt);
     if (this.disposed || !signature.startsWith("d")) return Object.freeze({ dir, exists: false, file: null, local: null, skipped: [], signature, retry: false });
     const { maxFileBytes, log } = this.options;
     const ignored = this.options.isIgnored?.(dir) === true;
@@ -485,30 +506,24 @@ export class FileStore {
   }
 
   /**
-   * Of `dirs`, those a watch does not vouch for: dirty ones (forgotten as dirty once quiet for
-   * QUIET_MS), unwatched ones, and those whose symlinked context file lives in such a directory.
+   * Of `dirs`, those a watch does not vouch for: dirty ones (until a check verifies them, see
+   * `verified`), unwatched ones, and those whose symlinked context file lives in such a directory.
    * Given a Set of held directories (a session's hierarchy, retained before it is settled), they are
    * found from the few dirty and unwatched ones rather than by visiting thousands of quiet ones.
    */
   private needingCheck(dirs: Iterable<string>): Set<string> {
-    const now = performance.now();
     const due = new Set<string>();
-    const dirty = (dir: string) => {
-      const last = this.dirty.get(dir);
-      if (last === undefined) return false;
-      if (now - last >= QUIET_MS) this.dirty.delete(dir);
-      return true;
-    };
     if (dirs instanceof Set) {
-      for (const dir of [...this.dirty.keys()]) if (dirs.has(dir) && dirty(dir)) due.add(dir);
+      for (const dir of this.dirty.keys()) if (dirs.has(dir)) due.add(dir);
       for (const dir of this.unwatched) if (dirs.has(dir)) due.add(dir);
     } else {
-      for (const dir of dirs) if (this.watched.get(dir)?.handle === undefined || dirty(dir)) due.add(dir);
+      for (const dir of dirs) if (this.watched.get(dir)?.handle === undefined || this.dirty.has(dir)) due.add(dir);
     }
-    // A symlinked context file lives in another directory, held but on no chain: when that one is
-    // dirty or unwatched, the linking directories (whose stat of the candidate follows the link) are due.
+    // A symlinked context file lives in another directory, held but on no chain: an event there marks
+    // the linking directories dirty (markDirty); when it is unwatched, they (whose stat of the
+    // candidate follows the link) are due.
     for (const [target, froms] of this.linkedFrom) {
-      if (!dirty(target) && !this.unwatched.has(target)) continue;
+      if (!this.unwatched.has(target)) continue;
       for (const from of froms) if (dirs instanceof Set ? dirs.has(from) : true) due.add(from);
     }
     return due;
@@ -524,7 +539,7 @@ export class FileStore {
     const entry = this.watched.get(dir);
     if (this.mode === "watch" && entry !== undefined && entry.handle === undefined && signature.startsWith("d")) this.startWatch(dir, entry);
     if (signature === record.signature && !record.retry) {
-      this.verifiedAt.set(dir, checkedAt);
+      this.verified(dir, checkedAt);
       return undefined;
     }
     if (identity(signature) !== identity(record.signature)) this.structureChanged(dir);
@@ -535,6 +550,25 @@ export class FileStore {
       if (current !== undefined && current !== record && current.signature === this.signatureOf(dir) && !current.retry) return;
       this.install(dir, current, this.readDir(dir));
     });
+  }
+
+  /**
+   * The record of `dir` matched the disk when a stat began at `at`: a check for changes saved before
+   * then has nothing to do, and an event older than that (by the quiet window) is accounted for. An
+   * event is forgotten only here, never when a check was skipped: a skipped check verified nothing.
+   */
+  private verified(dir: string, at: number): void {
+    this.verifiedAt.set(dir, at);
+    this.forgetEvent(dir, at);
+    // The check followed the link into the target's directory: that directory's events, which marked
+    // every linking directory dirty too, are accounted for unless it has a record of its own to check.
+    const target = this.linkTarget.get(dir);
+    if (target !== undefined && this.records.peek(target) === undefined) this.forgetEvent(target, at);
+  }
+
+  private forgetEvent(dir: string, verifiedAt: number): void {
+    const last = this.dirty.get(dir);
+    if (last !== undefined && verifiedAt - last >= this.quietMs) this.dirty.delete(dir);
   }
 
   /**
@@ -597,7 +631,7 @@ export class FileStore {
     if (entry.refs === 1) {
       this.records.pin(dir);
       this.unwatched.add(dir);
-      // fs.watch costs ~10 us: thousands at once would stall the loop, so they start in slices (until
+      // A watch costs 1-10 us: thousands at once would stall the loop, so they start in slices (until
       // then the directory counts as unwatched, and is stat'd by every settle that asks for it).
       const held = entry;
       if (this.mode === "watch") this.enqueue(() => held.refs > 0 && held.handle === undefined && this.mode === "watch" && this.startWatch(dir, held));
@@ -621,12 +655,7 @@ export class FileStore {
     // fs.watch follows a symlink: only a real directory inside the worktree is watched.
     if (!isInside(dir, this.realRoot) || !isRealDirectory(dir)) return;
     try {
-      const handle = watch(dir, { persistent: false }, (_event, filename) => this.onEvent(dir, filename));
-      handle.on("error", (error: NodeJS.ErrnoException) => {
-        if (SYSTEMIC.has(error.code ?? "")) return this.fail(`watching ${dir} failed (${error.code})`);
-        if (entry.handle === handle) this.unwatch(entry);
-      });
-      entry.handle = handle;
+      entry.handle = this.inotify?.watch(dir, (name) => this.onEvent(dir, name)) ?? this.fsWatch(dir, entry);
       this.activeWatches++;
       this.unwatched.delete(dir);
       // Changes between the record's read and this watch produced no event: one check is owed.
@@ -635,6 +664,15 @@ export class FileStore {
       const code = (error as NodeJS.ErrnoException).code ?? "";
       if (SYSTEMIC.has(code)) this.fail(`watching ${dir} failed (${code})`);
     }
+  }
+
+  private fsWatch(dir: string, entry: Watched): FSWatcher {
+    const handle = watch(dir, { persistent: false }, (_event, filename) => this.onEvent(dir, filename));
+    handle.on("error", (error: NodeJS.ErrnoException) => {
+      if (SYSTEMIC.has(error.code ?? "")) return this.fail(`watching ${dir} failed (${error.code})`);
+      if (entry.handle === handle) this.unwatch(entry);
+    });
+    return handle;
   }
 
   private unwatch(entry: Watched): void {
@@ -672,6 +710,21 @@ export class FileStore {
   }
 
   // ---- barrier ----
+
+  /** The inotify barrier: every event queued before it is dispatched when it returns. */
+  private drain(): void {
+    const at = performance.now();
+    this.barrierSeq++;
+    this.inotify!.drain();
+    this.passedAt = Math.max(this.passedAt, at);
+  }
+
+  /** The kernel's queue overflowed (events were lost): every directory known is checked once. */
+  private overflowed(): void {
+    const now = performance.now();
+    for (const dir of this.watched.keys()) this.dirty.set(dir, now);
+    for (const dir of this.records.keys()) this.dirty.set(dir, now);
+  }
 
   /**
    * Resolves once every watch event queued before it has been dispatched: a uniquely named file is
@@ -768,6 +821,8 @@ export class FileStore {
     this.options.log.log("warn", `file watching stopped: ${reason}; context files are now checked by stat before every step`);
     for (const entry of this.watched.values()) this.unwatch(entry);
     this.dirty.clear();
+    this.inotify?.close();
+    this.inotify = undefined;
     this.closeSentinel();
   }
 

@@ -14,6 +14,7 @@ const QUIET_GAP_MS = 60;
 /** Watches start in slices (one turn of the event loop after they are asked for). */
 const watchesStarted = () => new Promise((resolve) => setImmediate(resolve));
 
+
 /** A worktree with a root file and `a/b/AGENTS.md`, a store, and session "s" retaining the walk from a/b/c. */
 function setUp(options: Parameters<Scratch["store"]>[1] = {}) {
   const root = scratch.dir();
@@ -104,10 +105,11 @@ describe("start resolution", () => {
   }
 });
 
-describe("freshness", () => {
-  for (const options of [{ watch: true }, { watch: false }, { watch: true, maxWatchedDirs: 1 }]) {
+for (const events of ["inotify", "fs.watch"] as const) describe(`freshness (events: ${events})`, () => {
+  const setUpHere = (options: Parameters<Scratch["store"]>[1] = {}) => setUp({ events, ...options });
+  for (const options of events === "inotify" ? [{ watch: true }, { watch: false }, { watch: true, maxWatchedDirs: 1 }] : [{ watch: true }]) {
     test(`1,000 timed edits, each seen by the settle right after it (${JSON.stringify(options)})`, async () => {
-      const { root, store, start, walk } = setUp(options);
+      const { root, store, start, walk } = setUpHere(options);
       await store.settle(walk);
       const file = join(root, "a/b/AGENTS.md");
       let seen = 0;
@@ -131,7 +133,7 @@ describe("freshness", () => {
   }
 
   test("a deleted context file leaves the chain; an atomic save (rename over) is seen", async () => {
-    const { root, store, start, walk } = setUp();
+    const { root, store, start, walk } = setUpHere();
     await store.settle(walk);
     writeFileSync(join(root, "a/b/AGENTS.md.tmp"), "saved atomically\n");
     renameSync(join(root, "a/b/AGENTS.md.tmp"), join(root, "a/b/AGENTS.md"));
@@ -143,14 +145,52 @@ describe("freshness", () => {
   });
 
   test("root: true ends the walk; CLAUDE.md is used when AGENTS.md is absent", async () => {
-    const { root, store, start, walk } = setUp();
+    const { root, store, start, walk } = setUpHere();
     scratch.write(root, { "a/b/AGENTS.md": "---\nroot: true\n---\nab\n", "a/b/c/CLAUDE.md": "claude\n" });
     await store.settle(walk);
     expect(await bodies(store, start)).toEqual(["ab\n", "claude\n"]);
   });
 
-  test("a barrier started early (prepare) is the one the settle waits for: its hop overlaps the work in between", async () => {
-    const { root, store, start, walk } = setUp();
+  if (events === "inotify") {
+    test("the barrier is a drain of the kernel's queue: settled as soon as asked, one drain per new `since`, prepare does nothing", async () => {
+      const { root, store, start, walk } = setUpHere();
+      expect(store.stats.events).toBe("inotify");
+      await store.settle(walk);
+      await watchesStarted();
+      for (let i = 0; i < 100; i++) {
+        writeFileSync(join(root, "a/b/AGENTS.md"), `edit ${i}\n`);
+        const since = performance.now();
+        store.prepare(since);
+        const before = store.stats.barriers;
+        const settled = store.settle(new Set(walk), since);
+        // Drained before settle returned: no event-loop turn was needed.
+        expect(store.stats.barriers).toBe(before + 1);
+        await settled;
+        await store.settle(new Set(walk), since);
+        expect(store.stats.barriers).toBe(before + 1);
+        expect(await bodies(store, start)).toEqual(["root\n", `edit ${i}\n`]);
+      }
+    });
+
+    test("events lost to a full kernel queue: every directory is checked once, so an edit saved after the overflow is seen", async () => {
+      const { root, store, start, walk } = setUpHere();
+      await store.settle(walk);
+      await watchesStarted();
+      // The check each new watch owes is done: from here on, only events make a directory due.
+      await store.settle(walk);
+      expect(await bodies(store, start)).toEqual(["root\n", "ab\n"]);
+      // Over 16,384 queued events (the kernel's default cap): three a file (create, modify, close).
+      const flood = join(root, "a/b/c");
+      for (let i = 0; i < 7000; i++) writeFileSync(join(flood, `f${i}`), "x");
+      // Its event is dropped: the queue is full.
+      writeFileSync(join(root, "a/b/AGENTS.md"), "after the overflow\n");
+      await store.settle(walk);
+      expect(await bodies(store, start)).toEqual(["root\n", "after the overflow\n"]);
+    }, 20_000);
+  }
+
+  if (events === "fs.watch") test("a barrier started early (prepare) is the one the settle waits for: its hop overlaps the work in between", async () => {
+    const { root, store, start, walk } = setUpHere();
     await store.settle(walk);
     await watchesStarted();
     // Saved before the step: the barrier prepared at the step's start must vouch for it.
@@ -163,8 +203,8 @@ describe("freshness", () => {
     expect(await bodies(store, start)).toEqual(["root\n", "saved before the step\n"]);
   });
 
-  test("a prepared barrier written before a later settle's `since` is not shared: an edit saved in between is seen", async () => {
-    const { root, store, start, walk } = setUp();
+  if (events === "fs.watch") test("a prepared barrier written before a later settle's `since` is not shared: an edit saved in between is seen", async () => {
+    const { root, store, start, walk } = setUpHere();
     await store.settle(walk);
     await watchesStarted();
     for (let i = 0; i < 50; i++) {
@@ -185,7 +225,7 @@ describe("freshness", () => {
     // Older than the racy window: a read of them is trusted (a racy one is read again at every settle).
     await Bun.sleep(QUIET_GAP_MS);
     for (let i = 0; i < 20; i++) {
-      const store = scratch.store(root);
+      const store = scratch.store(root, { events });
       const since = performance.now();
       store.prepare(since);
       const start = store.resolveStart(join(root, `d${i}/e/x.ts`), true)!;
@@ -203,7 +243,7 @@ describe("freshness", () => {
 
   for (const watch of [true, false]) {
     test(`settles that name when they start (parallel calls): an edit saved after one check and before the next settle's start is seen (watch: ${watch})`, async () => {
-      const { root, store, start, walk } = setUp({ watch });
+      const { root, store, start, walk } = setUpHere({ watch });
       await store.settle(walk);
       await watchesStarted();
       const dirs = new Set(walk);
@@ -221,7 +261,7 @@ describe("freshness", () => {
   }
 
   test("an unchanged chain is the same object, and the generation does not move", async () => {
-    const { store, start, walk } = setUp();
+    const { store, start, walk } = setUpHere();
     await store.settle(walk);
     const chain = await store.chainOf(start);
     const generation = store.generation;
@@ -266,26 +306,27 @@ describe("watches and memory", () => {
     expect(store.recordOf(join(root, "d199"))?.file?.body.startsWith("199\n")).toBe(true);
   });
 
-  test("dispose leaves no watch and no temp directory", async () => {
+  for (const events of ["inotify", "fs.watch"] as const) test(`dispose leaves no watch and no temp directory (events: ${events}; inotify makes none)`, async () => {
     const sentinels = () => readdirSync(tmpdir()).filter((name) => name.startsWith("opencode-project-context-"));
     const before = sentinels();
-    const { store, walk } = setUp();
+    const { store, walk } = setUp({ events });
     await store.settle(walk);
-    expect(sentinels().length).toBe(before.length + 1);
+    expect(store.stats.events).toBe(events);
+    expect(sentinels().length).toBe(before.length + (events === "fs.watch" ? 1 : 0));
     store.dispose();
     expect(store.stats.watched).toBe(0);
     expect(sentinels()).toEqual(before);
     await store.settle(walk);
   });
 
-  test("no watcher keeps the process alive", () => {
+  for (const events of ["inotify", "fs.watch"] as const) test(`no watcher keeps the process alive (events: ${events})`, () => {
     const script = `
       import { FileStore } from ${JSON.stringify(join(import.meta.dir, "../../plugin/files/store.ts"))};
-      const store = new FileStore({ worktree: process.argv[2], fileNames: ["AGENTS.md"], maxFileBytes: 1024, maxDepth: 10, watch: true, maxWatchedDirs: 10, log: { log() {}, once() {} } });
+      const store = new FileStore({ worktree: process.argv[2], fileNames: ["AGENTS.md"], maxFileBytes: 1024, maxDepth: 10, watch: true, events: "${events}", maxWatchedDirs: 10, log: { log() {}, once() {} } });
       store.retain("s", [process.argv[2]]);
       await store.settle([process.argv[2]]);
       await new Promise((resolve) => setImmediate(resolve));
-      console.log("settled", store.stats.watched);
+      console.log("settled", store.stats.watched, store.stats.events);
     `;
     const root = scratch.dir();
     writeFileSync(join(root, "child.ts"), script);
@@ -293,7 +334,7 @@ describe("watches and memory", () => {
     const child = spawnSync(process.execPath, [join(root, "child.ts"), root], { timeout: 10_000, encoding: "utf8" });
     // The child never disposed: its sentinel directory is left behind.
     for (const name of readdirSync(tmpdir())) if (!before.has(name) && name.startsWith("opencode-project-context-")) rmSync(join(tmpdir(), name), { recursive: true });
-    expect(child.stdout + child.stderr).toContain("settled 1");
+    expect(child.stdout + child.stderr).toContain(`settled 1 ${events}`);
     expect(child.status).toBe(0);
   });
 

@@ -341,6 +341,9 @@ describe("a writer racing the reads (real concurrency, no injection)", () => {
       void writer.exited.then(() => (done = true));
       try {
         while (!done) {
+          // Between two steps OpenCode waits for the model: the event loop turns (a step itself may
+          // need none, as with inotify's synchronous barrier, and the writer's exit is an event).
+          await new Promise((resolve) => setImmediate(resolve));
           // A bash tool call may have been the writer: validate as OpenCode's after-hook does.
           await after(plugin.hooks, "s", "bash", { command: "edit" });
           const block = (await plugin.step("s")) ?? "";
