@@ -94,6 +94,8 @@ const QUIET_MS = 50;
 const BARRIER_TIMEOUT_MS = 100;
 /** Reads of directories not known yet run in slices this long at most, so a cold start never stalls the loop. */
 const SLICE_MS = 4;
+/** Calls that follow one another with no turn of the event loop extend a slice until it is this long. */
+const UNYIELDED_MS = 5;
 /** Start resolutions and chains remembered at most (both are cheap to compute again). */
 const MAX_STARTS = 16384;
 const MAX_CHAINS = 8192;
@@ -189,6 +191,8 @@ export class FileStore {
   private readonly unlinks: string[] = [];
 
   private readonly queue: (() => void)[] = [];
+  /** When the current slice began and when it ends (performance.now()). */
+  private sliceStart = -Infinity;
   private sliceEnd = 0;
   private sliceTimer: ReturnType<typeof setImmediate> | undefined;
   private disposed = false;
@@ -323,7 +327,16 @@ export class FileStore {
    * following it. Nothing to do without a working watcher, or when a barrier vouches for `since` already.
    */
   prepare(since: number): void {
-    if (!this.disposed && this.mode === "watch" && this.inotify === undefined && this.passedAt < since) void this.barrier(since);
+    if (this.disposed) return;
+    // A call that began after the current slice did may follow the last call with no turn of the
+    // event loop between them (inotify's barrier needs none): it gets SLICE_MS of its own, after the
+    // work queued before it, as long as the loop has not gone UNYIELDED_MS without a turn. Past
+    // that its reads wait for the next turn, and the loop turns.
+    if (this.sliceTimer !== undefined && this.sliceStart < since && performance.now() - this.sliceStart < UNYIELDED_MS) {
+      this.sliceEnd = performance.now() + SLICE_MS;
+      this.runQueued();
+    }
+    if (this.mode === "watch" && this.inotify === undefined && this.passedAt < since) void this.barrier(since);
   }
 
   /** Whether a file name is one of the context file names (a base name or one of its variants). */
@@ -892,28 +905,38 @@ export class FileStore {
 
   private enqueue(work: () => void): void {
     this.queue.push(work);
-    this.sliceTimer ??= setImmediate(() => this.runSlice());
+    if (this.sliceTimer !== undefined) return;
+    // The turn's slice, as if a read had opened it: it dates the run of work with no turn since.
+    this.openSlice();
+    this.sliceTimer = setImmediate(() => this.runSlice());
   }
 
   /** Whether this turn may still read inline; the first read of a turn opens its slice. */
   private hasBudget(): boolean {
     if (this.sliceTimer === undefined) {
-      this.sliceEnd = performance.now() + SLICE_MS;
+      this.openSlice();
       this.sliceTimer = setImmediate(() => this.runSlice());
     }
     return performance.now() < this.sliceEnd;
   }
 
+  private openSlice(): void {
+    this.sliceStart = performance.now();
+    this.sliceEnd = this.sliceStart + SLICE_MS;
+  }
+
   /** One slice of queued reads: at least one, then while SLICE_MS lasts; the rest in the next turn. */
   private runSlice(): void {
     if (this.disposed) return;
-    this.sliceEnd = performance.now() + SLICE_MS;
-    let first = true;
-    while (this.queue.length > 0 && (first || performance.now() < this.sliceEnd)) {
-      first = false;
-      this.queue.shift()!();
-    }
+    this.openSlice();
+    this.queue.shift()?.();
+    this.runQueued();
     this.sliceTimer = this.queue.length > 0 ? setImmediate(() => this.runSlice()) : undefined;
+  }
+
+  /** Queued work, in order, while the current slice lasts. */
+  private runQueued(): void {
+    while (this.queue.length > 0 && performance.now() < this.sliceEnd && !this.disposed) this.queue.shift()!();
   }
 }
 

@@ -272,6 +272,33 @@ for (const events of ["inotify", "fs.watch"] as const) describe(`freshness (even
 });
 
 describe("watches and memory", () => {
+  test("a call that follows another with no turn of the event loop between them reads its new chain inline, after the work queued before it", () => {
+    const { root, store } = setUp();
+    scratch.write(root, { "n/e/w/AGENTS.md": "new\n" });
+    // The last call retained a walk: its watches wait in the queue for a turn that does not come.
+    const first = store.resolveStart(join(root, "a/b/c/x.ts"), true)!;
+    expect(store.stats.watched).toBe(0);
+    // The next call begins (its barrier prepared at its start), with no turn since.
+    store.prepare(performance.now());
+    expect(store.stats.watched).toBe(store.walkOf(first).length);
+    const start = store.resolveStart(join(root, "n/e/w/x.ts"), true)!;
+    const chain = store.chainOf(start);
+    expect(chain instanceof Promise).toBe(false);
+    expect((chain as Exclude<typeof chain, Promise<unknown>>).map((file) => file.body)).toEqual(["root\n", "new\n"]);
+  });
+
+  test("calls that go on with no turn of the event loop stop reading inline after a few ms: the loop gets its turn", async () => {
+    const { root, store } = setUp();
+    scratch.write(root, { "n/e/w/AGENTS.md": "new\n" });
+    // Work queued, then 20 ms of other work with no turn (the host's, or earlier calls').
+    for (const until = performance.now() + 20; performance.now() < until; );
+    store.prepare(performance.now());
+    expect(store.stats.watched).toBe(0);
+    const chain = store.chainOf(store.resolveStart(join(root, "n/e/w/x.ts"), true)!);
+    expect(chain instanceof Promise).toBe(true);
+    expect((await chain).map((file) => file.body)).toEqual(["root\n", "new\n"]);
+  });
+
   test("release(owner) unwatches what only that owner held", async () => {
     const { root, store, walk } = setUp();
     store.retain("t", [join(root, "a")]);
