@@ -9,8 +9,10 @@
  * nothing is dropped (the kernel only merges an event identical to the unread one before it) and
  * nothing waits.
  *
- * `Inotify.open` gives undefined off Linux, without glibc's libc.so.6, when the FFI is not there or
- * no inotify instance is left: the store uses fs.watch and a sentinel barrier then.
+ * One instance serves every store of the process (an instance is a scarce resource: 128 per user
+ * by default, Bun's fs.watch and other programs included). `Inotify.acquire` gives undefined off
+ * Linux, without glibc's libc.so.6, when the FFI is not there or no instance is left: the store uses
+ * fs.watch and a sentinel barrier then.
  */
 import { basename } from "node:path";
 
@@ -43,7 +45,16 @@ export interface DirWatch {
   close(): void;
 }
 
+/** A user of the shared instance: told when its events of a drain have all been dispatched, and when events were lost. */
+export interface InotifyUser {
+  drained(): void;
+  overflowed(): void;
+}
+
+let shared: Inotify | undefined;
+
 export class Inotify {
+  private readonly users = new Set<InotifyUser>();
   /** Watch descriptor → its directory's listeners (two paths of one inode share a descriptor). */
   private readonly listeners = new Map<number, { readonly dir: string; readonly calls: Set<DirListener> }>();
   private readonly view: DataView;
@@ -57,15 +68,27 @@ export class Inotify {
     private readonly fd: number,
     private readonly errno: () => number,
     private readonly buffer: Uint8Array,
-    private readonly onOverflow: () => void,
   ) {
     this.view = new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength);
     this.timer = setInterval(() => this.drain(), IDLE_DRAIN_MS);
     this.timer.unref?.();
   }
 
-  /** An inotify instance, or undefined where there is none to have (see the module's comment). */
-  static open(onOverflow: () => void): Inotify | undefined {
+  /** The process's instance for `user` (opened for the first), or undefined where there is none to have. */
+  static acquire(user: InotifyUser): Inotify | undefined {
+    shared ??= Inotify.open();
+    shared?.users.add(user);
+    return shared;
+  }
+
+  /** `user` is done with it: the last one closes it (every watch with it). */
+  release(user: InotifyUser): void {
+    if (!this.users.delete(user) || this.users.size > 0) return;
+    if (shared === this) shared = undefined;
+    this.close();
+  }
+
+  private static open(): Inotify | undefined {
     if (process.platform !== "linux") return undefined;
     try {
       const { dlopen, FFIType, read } = require("bun:ffi") as typeof import("bun:ffi");
@@ -82,7 +105,7 @@ export class Inotify {
       const fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
       if (fd < 0) return undefined;
       const errnoAt = libc.__errno_location() as Parameters<typeof read.i32>[0];
-      return new Inotify(libc, fd, () => read.i32(errnoAt, 0), new Uint8Array(64 * 1024), onOverflow);
+      return new Inotify(libc, fd, () => read.i32(errnoAt, 0), new Uint8Array(64 * 1024));
     } catch {
       return undefined;
     }
@@ -115,8 +138,16 @@ export class Inotify {
     };
   }
 
-  /** Dispatches every event queued so far: changes saved before this call are all seen when it returns. */
+  /**
+   * Dispatches every event queued so far, then tells each user the drain is over: changes saved
+   * before this call are all seen when it returns. A listener that throws loses no other event.
+   */
   drain(): void {
+    this.readAll();
+    for (const user of [...this.users]) guarded(() => user.drained());
+  }
+
+  private readAll(): void {
     while (!this.closed) {
       // The array itself is passed: the FFI takes its address at each call (no pointer kept across collections).
       const got = Number(this.libc.read(this.fd, this.buffer, this.buffer.length));
@@ -128,7 +159,7 @@ export class Inotify {
         const nameBytes = this.buffer.subarray(at + EVENT_HEADER, at + EVENT_HEADER + length);
         at += EVENT_HEADER + length;
         if (mask & IN_Q_OVERFLOW) {
-          this.onOverflow();
+          for (const user of [...this.users]) guarded(() => user.overflowed());
           continue;
         }
         const entry = this.listeners.get(wd);
@@ -137,16 +168,25 @@ export class Inotify {
         const end = nameBytes.indexOf(0);
         const name = mask & SELF || length === 0 ? basename(entry.dir) : this.decoder.decode(end === -1 ? nameBytes : nameBytes.subarray(0, end));
         if (mask & IN_IGNORED) this.listeners.delete(wd);
-        for (const call of [...entry.calls]) call(name);
+        for (const call of [...entry.calls]) guarded(() => call(name));
       }
     }
   }
 
-  close(): void {
+  private close(): void {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.timer);
     this.listeners.clear();
     this.libc.close(this.fd);
+  }
+}
+
+/** Runs a listener; what it throws is its own to report (the store logs it), never the drain's. */
+function guarded(call: () => void): void {
+  try {
+    call();
+  } catch {
+    // Swallowed here so that the events after it are dispatched.
   }
 }

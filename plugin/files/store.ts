@@ -5,7 +5,7 @@ import { LRUCache } from "lru-cache";
 import type { Logger } from "../log.ts";
 import { isInside } from "../paths.ts";
 import { RACY_MS, readContained, type FileVersion, type Skip } from "./contained.ts";
-import { Inotify, type DirWatch } from "./inotify.ts";
+import { Inotify, type DirWatch, type InotifyUser } from "./inotify.ts";
 import { RecordCache } from "./records.ts";
 import { chainOfWalk, walkUp } from "./walk.ts";
 import { contextNamesOf } from "./worktree-index.ts";
@@ -178,6 +178,14 @@ export class FileStore {
   private mode: "watch" | "sync";
   /** Linux's event queue, read synchronously (the barrier is a drain); undefined: fs.watch and a sentinel. */
   private inotify: Inotify | undefined;
+  private readonly inotifyUser: InotifyUser = { drained: () => this.flushStructure(), overflowed: () => this.overflowed() };
+  /**
+   * Paths whose structure changed, handled together (flushStructure): at the end of a check, and of
+   * an inotify drain. A branch switch replaces thousands of directories; one pass over the store's
+   * state for each was 3 s of blocked loop at 3,000.
+   */
+  private pendingStructure: Set<string> | undefined;
+  private checking = 0;
   /** How long a directory stays dirty after its last event (see QUIET_MS): 0 when no event is ever dropped. */
   private readonly quietMs: number;
   private sentinelDir: string | undefined;
@@ -203,7 +211,7 @@ export class FileStore {
     this.candidates = candidatesOf(options.fileNames);
     this.names = new Set(this.candidates.map((candidate) => candidate.name));
     this.mode = options.watch ? "watch" : "sync";
-    this.inotify = options.watch && options.events !== "fs.watch" ? Inotify.open(() => this.overflowed()) : undefined;
+    this.inotify = options.watch && options.events !== "fs.watch" ? Inotify.acquire(this.inotifyUser) : undefined;
     this.quietMs = this.inotify === undefined ? QUIET_MS : 0;
     // An evicted version must not live on in a cached chain, or the bound would be a fiction.
     this.records = new RecordCache<Record_>(options.maxCacheBytes ?? DEFAULT_CACHE_BYTES, sizeOf, (dir) => {
@@ -357,7 +365,7 @@ export class FileStore {
     for (const entry of this.watched.values()) this.unwatch(entry);
     this.watched.clear();
     this.owners.clear();
-    this.inotify?.close();
+    this.inotify?.release(this.inotifyUser);
     this.closeSentinel();
     for (const timer of this.timers) clearTimeout(timer);
     this.timers.clear();
@@ -494,11 +502,6 @@ export class FileStore {
     return signature;
   }
 
-  /** Drops the cached chains whose walk may visit `dir`: those starting at or below it. */
-  private dropChainsUnder(dir: string): void {
-    for (const start of this.chains.keys()) if (isInside(start, dir)) this.chains.delete(start);
-  }
-
   // ---- freshness ----
 
   /**
@@ -511,9 +514,14 @@ export class FileStore {
   private check(dirs: Iterable<string>, all: boolean, since: number): Promise<void> {
     if (this.disposed) return RESOLVED;
     let rereads: Promise<unknown>[] | undefined;
-    for (const dir of all ? dirs : this.needingCheck(dirs)) {
-      const reread = this.checkDir(dir, since);
-      if (reread !== undefined) (rereads ??= []).push(reread);
+    this.checking++;
+    try {
+      for (const dir of all ? dirs : this.needingCheck(dirs)) {
+        const reread = this.checkDir(dir, since);
+        if (reread !== undefined) (rereads ??= []).push(reread);
+      }
+    } finally {
+      if (--this.checking === 0) this.flushStructure();
     }
     return rereads === undefined ? RESOLVED : Promise.all(rereads).then(() => undefined);
   }
@@ -589,38 +597,54 @@ export class FileStore {
    * where walks start and the chains below it are worked out again, the directories below it checked,
    * and their watches (which follow the old inodes) set up anew.
    */
-  private structureChanged(path: string): void {
+  private structureChanged(path: string, deferred = this.checking > 0): void {
+    (this.pendingStructure ??= new Set()).add(path);
+    if (!deferred) this.flushStructure();
+  }
+
+  /** What structureChanged says, for every pending path in one pass: each entry is asked by its ancestors. */
+  private flushStructure(): void {
+    const changed = this.pendingStructure;
+    this.pendingStructure = undefined;
+    if (changed === undefined || this.disposed) return;
     this.generation++;
+    const under = (path: string | undefined) => path !== undefined && insideAny(path, changed);
     const stale: string[] = [];
-    for (const [key, start] of this.starts.entries()) {
-      const touched = key.slice(1);
-      if (isInside(touched, path) || (start.dir !== undefined && isInside(start.dir, path)) || (start.missing !== undefined && isInside(start.missing, path))) {
-        stale.push(key);
-      }
-    }
+    for (const [key, start] of this.starts.entries()) if (under(key.slice(1)) || under(start.dir) || under(start.missing)) stale.push(key);
     for (const key of stale) this.starts.delete(key);
-    this.dropChainsUnder(path);
+    // The cached chains whose walk may visit a changed path: those starting at or below it.
+    for (const start of this.chains.keys()) if (under(start)) this.chains.delete(start);
     const now = performance.now();
     for (const [dir, entry] of this.watched) {
-      if (!isInside(dir, path)) continue;
+      if (!under(dir)) continue;
       this.unwatch(entry);
       this.dirty.set(dir, now);
     }
-    for (const dir of this.records.keys()) if (isInside(dir, path)) this.dirty.set(dir, now);
+    for (const dir of this.records.keys()) if (under(dir)) this.dirty.set(dir, now);
   }
 
   private onEvent(dir: string, filename: string | Buffer | null): void {
     if (this.disposed) return;
     if (filename === null) return this.markDirty(dir);
     const name = String(filename);
-    if (this.names.has(name)) {
-      this.options.onCandidate?.(dir === sep ? sep + name : dir + sep + name);
-      return this.markDirty(dir);
-    }
     const child = dir === sep ? sep + name : dir + sep + name;
-    if (this.records.has(child) || this.watched.has(child) || this.missing.has(child)) this.structureChanged(child);
+    if (this.names.has(name)) {
+      // Dirty first: whatever the catalog's look at the file throws (a directory no longer
+      // searchable), this directory is checked at the next settle.
+      this.markDirty(dir);
+      try {
+        this.options.onCandidate?.(child);
+      } catch (error) {
+        this.options.log.once(`candidate:${String(error)}`, "warn", `the worktree catalog could not look at ${child}: ${String(error)}`);
+      }
+      return;
+    }
+    // Handled together with the others: at the end of the inotify drain dispatching the event
+    // (InotifyUser.drained), or of the next check (fs.watch events come one by one; a step's
+    // hierarchy is worked out again when its settle moves the generation).
+    if (this.records.has(child) || this.watched.has(child) || this.missing.has(child)) this.structureChanged(child, true);
     // The watched directory itself going (or renamed) is reported under its own name.
-    if (name === basename(dir)) this.structureChanged(dir);
+    if (name === basename(dir)) this.structureChanged(dir, true);
     const linking = this.linkedFrom.get(dir);
     if (linking !== undefined) for (const from of linking) this.markDirty(from);
   }
@@ -834,7 +858,7 @@ export class FileStore {
     this.options.log.log("warn", `file watching stopped: ${reason}; context files are now checked by stat before every step`);
     for (const entry of this.watched.values()) this.unwatch(entry);
     this.dirty.clear();
-    this.inotify?.close();
+    this.inotify?.release(this.inotifyUser);
     this.inotify = undefined;
     this.closeSentinel();
   }
@@ -992,5 +1016,15 @@ function realAndStat(path: string): [string, boolean] | undefined {
     return info === undefined ? undefined : [real, info.isDirectory()];
   } catch {
     return undefined;
+  }
+}
+
+/** Whether `path` is one of `paths` or inside one of them (absolute, normalized paths). */
+function insideAny(path: string, paths: ReadonlySet<string>): boolean {
+  for (let dir = path; ; ) {
+    if (paths.has(dir)) return true;
+    const parent = dirname(dir);
+    if (parent === dir) return false;
+    dir = parent;
   }
 }

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdirSync, readdirSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readlinkSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, sep } from "node:path";
 import { spawnSync } from "node:child_process";
 import { bodies, recordingLogger, Scratch } from "./helpers.ts";
 
@@ -297,6 +297,74 @@ describe("watches and memory", () => {
     const chain = store.chainOf(store.resolveStart(join(root, "n/e/w/x.ts"), true)!);
     expect(chain instanceof Promise).toBe(true);
     expect((await chain).map((file) => file.body)).toEqual(["root\n", "new\n"]);
+  });
+
+  for (const events of ["inotify", "fs.watch"] as const) {
+    test(`a branch switch (300 watched directories deleted and written again): one structure pass, every chain fresh (events: ${events})`, async () => {
+      const root = scratch.dir();
+      const files: Record<string, string> = { "AGENTS.md": "root\n" };
+      for (let i = 0; i < 300; i++) files[`pkg/p${i % 10}/q${i}/AGENTS.md`] = `q${i}\n`;
+      scratch.write(root, files);
+      const store = scratch.store(root, { events });
+      const starts = Array.from({ length: 300 }, (_, i) => store.resolveStart(join(root, `pkg/p${i % 10}/q${i}/x.ts`), true)!);
+      const dirs = new Set(starts.flatMap((start) => store.walkOf(start)));
+      store.retain("s", dirs);
+      for (const start of starts) await store.chainOf(start);
+      await watchesStarted();
+      await store.settle(dirs);
+      await Bun.sleep(QUIET_GAP_MS);
+      await store.settle(dirs);
+      const generation = store.generation;
+      rmSync(join(root, "pkg"), { recursive: true });
+      // The same texts: the generation then moves only for structure passes, not for new versions.
+      scratch.write(root, files);
+      // fs.watch: the events arrive meanwhile, one by one.
+      if (events === "fs.watch") await Bun.sleep(QUIET_GAP_MS);
+      await store.settle(dirs);
+      // One pass for all the directories replaced (one each made it quadratic: 3 s at 3,000).
+      expect(store.generation - generation).toBeLessThanOrEqual(2);
+      await store.settle(dirs);
+      for (let i = 0; i < 300; i += 37) expect(await bodies(store, store.resolveStart(join(root, `pkg/p${i % 10}/q${i}/x.ts`), true)!)).toEqual(["root\n", `q${i}\n`]);
+      // And an edit after the switch, in a directory that was replaced, is seen.
+      writeFileSync(join(root, "pkg/p3/q3/AGENTS.md"), "q3 edited\n");
+      if (events === "fs.watch") await Bun.sleep(QUIET_GAP_MS);
+      await store.settle(dirs);
+      expect(await bodies(store, store.resolveStart(join(root, "pkg/p3/q3/x.ts"), true)!)).toEqual(["root\n", "q3 edited\n"]);
+    });
+  }
+
+  test("one inotify instance serves every store of the process (128 per user): 200 stores, all on inotify", () => {
+    const inotifyFds = () => readdirSync("/proc/self/fd").filter((fd) => { try { return readlinkSync(`/proc/self/fd/${fd}`) === "anon_inode:inotify"; } catch { return false; } }).length;
+    const before = inotifyFds();
+    const root = scratch.dir();
+    scratch.write(root, { "AGENTS.md": "root\n" });
+    const stores = Array.from({ length: 200 }, () => scratch.store(root));
+    expect(stores.every((store) => store.stats.events === "inotify")).toBe(true);
+    expect(inotifyFds()).toBeLessThanOrEqual(before + 1);
+    for (const store of stores) store.dispose();
+    expect(inotifyFds()).toBeLessThanOrEqual(before);
+  });
+
+  test("a catalog callback that throws loses no other event: the directory stays due, and the next edit elsewhere is seen", async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "x/AGENTS.md": "x1\n", "y/AGENTS.md": "y1\n" });
+    const log = recordingLogger();
+    const store = scratch.store(root, { log, onCandidate: (path) => { if (path.includes(`${sep}x${sep}`)) throw new Error("EACCES: catalog could not look"); } });
+    const [x, y] = [store.resolveStart(join(root, "x/f.ts"), true)!, store.resolveStart(join(root, "y/f.ts"), true)!];
+    const dirs = new Set([...store.walkOf(x), ...store.walkOf(y)]);
+    store.retain("s", dirs);
+    await store.chainOf(x);
+    await store.chainOf(y);
+    await watchesStarted();
+    await store.settle(dirs);
+    await Bun.sleep(QUIET_GAP_MS);
+    await store.settle(dirs);
+    writeFileSync(join(root, "x/AGENTS.md"), "x2\n");
+    writeFileSync(join(root, "y/AGENTS.md"), "y2\n");
+    await store.settle(dirs);
+    expect(await bodies(store, x)).toEqual(["x2\n"]);
+    expect(await bodies(store, y)).toEqual(["y2\n"]);
+    expect(log.lines.map((line) => line.message).join("\n")).toContain("could not look at");
   });
 
   test("release(owner) unwatches what only that owner held", async () => {
