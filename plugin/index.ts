@@ -40,7 +40,7 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
     // so nothing above the project is ever read.
     const worktree = typeof input.worktree === "string" && input.worktree !== "" && input.worktree !== "/" ? input.worktree : directory;
     const engine = await Engine.create({ directory, worktree, options, log, client: input.client });
-    log.log("info", `project-context ${VERSION} started: worktree ${worktree}, delivery ${options.delivery}, watcher ${options.watch ? "on" : "off"}, records ${engine.records?.dir ?? "off"}`);
+    log.log("info", `project-context ${VERSION} started: worktree ${worktree}, delivery ${options.delivery}, watcher ${engine.store.stats.events ?? "off"}, records ${engine.records?.dir ?? "off"}`);
     // git lists the worktree while the libraries load (each in a task of its own); the catalog's reads
     // wait for them, and a session's first step for the catalog.
     engine.startCatalog(warmUp(log));

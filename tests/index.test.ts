@@ -29,7 +29,7 @@ describe("the package entry", () => {
     expect(Object.keys(hooks).length).toBeGreaterThan(0);
     expect(again).toEqual({});
     expect(logs.filter((log) => log.message.includes("started"))).toEqual([
-      { service: "project-context", level: "info", message: `project-context ${VERSION} started: worktree ${project.root}, delivery stable, watcher on, records ${join(process.env.XDG_STATE_HOME!, "opencode-project-context")}` },
+      { service: "project-context", level: "info", message: `project-context ${VERSION} started: worktree ${project.root}, delivery stable, watcher ${process.platform === "linux" ? "inotify" : "fs.watch"}, records ${join(process.env.XDG_STATE_HOME!, "opencode-project-context")}` },
     ]);
     await hooks.dispose?.();
     await project.cleanup();
