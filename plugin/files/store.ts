@@ -513,16 +513,27 @@ export class FileStore {
    */
   private check(dirs: Iterable<string>, all: boolean, since: number): Promise<void> {
     if (this.disposed) return RESOLVED;
+    // What events reported since the last check (fs.watch's come one by one) marks what is due.
+    this.flushStructure();
     let rereads: Promise<unknown>[] | undefined;
-    this.checking++;
-    try {
-      for (const dir of all ? dirs : this.needingCheck(dirs)) {
-        const reread = this.checkDir(dir, since);
-        if (reread !== undefined) (rereads ??= []).push(reread);
+    let due = all ? dirs : this.needingCheck(dirs);
+    // A directory found replaced voids what was verified below it (the watches there followed the
+    // old one): those are checked again in this check, twice more at most.
+    for (let pass = 0; ; pass++) {
+      this.checking++;
+      try {
+        for (const dir of due) {
+          const reread = this.checkDir(dir, since);
+          if (reread !== undefined) (rereads ??= []).push(reread);
+        }
+      } finally {
+        this.checking--;
       }
-    } finally {
-      if (--this.checking === 0) this.flushStructure();
+      if (this.pendingStructure === undefined || pass === 2) break;
+      this.flushStructure();
+      due = this.needingCheck(dirs);
     }
+    this.flushStructure();
     return rereads === undefined ? RESOLVED : Promise.all(rereads).then(() => undefined);
   }
 
@@ -620,7 +631,11 @@ export class FileStore {
       this.unwatch(entry);
       this.dirty.set(dir, now);
     }
-    for (const dir of this.records.keys()) if (under(dir)) this.dirty.set(dir, now);
+    for (const dir of this.records.keys()) {
+      if (!under(dir)) continue;
+      this.dirty.set(dir, now);
+      this.verifiedAt.delete(dir);
+    }
   }
 
   private onEvent(dir: string, filename: string | Buffer | null): void {

@@ -321,8 +321,9 @@ describe("watches and memory", () => {
       // fs.watch: the events arrive meanwhile, one by one.
       if (events === "fs.watch") await Bun.sleep(QUIET_GAP_MS);
       await store.settle(dirs);
-      // One pass for all the directories replaced (one each made it quadratic: 3 s at 3,000).
-      expect(store.generation - generation).toBeLessThanOrEqual(2);
+      // A few structure passes for all the directories replaced (the drain's, then at most three in
+      // the check, level by level), not one each (300 here; that made it quadratic: 3 s at 3,000).
+      expect(store.generation - generation).toBeLessThanOrEqual(5);
       await store.settle(dirs);
       for (let i = 0; i < 300; i += 37) expect(await bodies(store, store.resolveStart(join(root, `pkg/p${i % 10}/q${i}/x.ts`), true)!)).toEqual(["root\n", `q${i}\n`]);
       // And an edit after the switch, in a directory that was replaced, is seen.
@@ -365,6 +366,27 @@ describe("watches and memory", () => {
     expect(await bodies(store, x)).toEqual(["x2\n"]);
     expect(await bodies(store, y)).toEqual(["y2\n"]);
     expect(log.lines.map((line) => line.message).join("\n")).toContain("could not look at");
+  });
+
+  test("past maxWatchedDirs, a chain directory replaced under an unwatched parent: its watched child is checked again in the same settle", async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "AGENTS.md": "R\n", "a/b/AGENTS.md": "B1\n", "a/b/c/AGENTS.md": "C1\n" });
+    // One watch only: the deepest directory gets it first, its parents are stat'd at every settle.
+    const store = scratch.store(root, { maxWatchedDirs: 1 });
+    const start = store.resolveStart(join(root, "a/b/c/x.ts"), true)!;
+    const walk = store.walkOf(start);
+    store.retain("s", walk);
+    expect(await bodies(store, start)).toEqual(["R\n", "B1\n", "C1\n"]);
+    await watchesStarted();
+    await store.settle(new Set(walk));
+    await Bun.sleep(QUIET_GAP_MS);
+    await store.settle(new Set(walk));
+    // a/b replaced by another directory with the same layout: c's watch followed the old one.
+    scratch.write(root, { "a/b2/AGENTS.md": "B2\n", "a/b2/c/AGENTS.md": "C2\n" });
+    renameSync(join(root, "a/b"), join(root, "a/b.old"));
+    renameSync(join(root, "a/b2"), join(root, "a/b"));
+    await store.settle(new Set(walk));
+    expect(await bodies(store, store.resolveStart(join(root, "a/b/c/x.ts"), true)!)).toEqual(["R\n", "B2\n", "C2\n"]);
   });
 
   test("release(owner) unwatches what only that owner held", async () => {
