@@ -34,6 +34,7 @@ const [IN_DELETE_SELF, IN_MOVE_SELF, IN_Q_OVERFLOW, IN_IGNORED, IN_ONLYDIR, IN_D
 const MASK = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW;
 const SELF = IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED;
 const EVENT_HEADER = 16;
+const EINTR = 4;
 /** Drained at least this often when no step asks, so the kernel's queue (16,384 events by default) rarely overflows while idle. */
 const IDLE_DRAIN_MS = 1000;
 const ERRNO: Readonly<Record<number, string>> = Object.freeze({ 2: "ENOENT", 13: "EACCES", 20: "ENOTDIR", 24: "EMFILE", 23: "ENFILE", 28: "ENOSPC", 40: "ELOOP" });
@@ -151,6 +152,8 @@ export class Inotify {
     while (!this.closed) {
       // The array itself is passed: the FFI takes its address at each call (no pointer kept across collections).
       const got = Number(this.libc.read(this.fd, this.buffer, this.buffer.length));
+      // A signal can interrupt even a non-blocking read: the queue is not known empty then.
+      if (got < 0 && this.errno() === EINTR) continue;
       if (got <= 0) return;
       for (let at = 0; at + EVENT_HEADER <= got; ) {
         const wd = this.view.getInt32(at, true);

@@ -185,7 +185,6 @@ export class FileStore {
    * state for each was 3 s of blocked loop at 3,000.
    */
   private pendingStructure: Set<string> | undefined;
-  private checking = 0;
   /** How long a directory stays dirty after its last event (see QUIET_MS): 0 when no event is ever dropped. */
   private readonly quietMs: number;
   private sentinelDir: string | undefined;
@@ -520,14 +519,9 @@ export class FileStore {
     // A directory found replaced voids what was verified below it (the watches there followed the
     // old one): those are checked again in this check, twice more at most.
     for (let pass = 0; ; pass++) {
-      this.checking++;
-      try {
-        for (const dir of due) {
-          const reread = this.checkDir(dir, since);
-          if (reread !== undefined) (rereads ??= []).push(reread);
-        }
-      } finally {
-        this.checking--;
+      for (const dir of due) {
+        const reread = this.checkDir(dir, since);
+        if (reread !== undefined) (rereads ??= []).push(reread);
       }
       if (this.pendingStructure === undefined || pass === 2) break;
       this.flushStructure();
@@ -606,11 +600,11 @@ export class FileStore {
   /**
    * A directory on a chain (or the first missing one below a start) appeared, went, or was replaced:
    * where walks start and the chains below it are worked out again, the directories below it checked,
-   * and their watches (which follow the old inodes) set up anew.
+   * and their watches (which follow the old inodes) set up anew, for all such paths together
+   * (flushStructure), when the check or the drain that found them ends.
    */
-  private structureChanged(path: string, deferred = this.checking > 0): void {
+  private structureChanged(path: string): void {
     (this.pendingStructure ??= new Set()).add(path);
-    if (!deferred) this.flushStructure();
   }
 
   /** What structureChanged says, for every pending path in one pass: each entry is asked by its ancestors. */
@@ -654,12 +648,12 @@ export class FileStore {
       }
       return;
     }
-    // Handled together with the others: at the end of the inotify drain dispatching the event
-    // (InotifyUser.drained), or of the next check (fs.watch events come one by one; a step's
-    // hierarchy is worked out again when its settle moves the generation).
-    if (this.records.has(child) || this.watched.has(child) || this.missing.has(child)) this.structureChanged(child, true);
+    // Handled at the end of the inotify drain dispatching the event (InotifyUser.drained), or when the
+    // next check begins (fs.watch events come one by one; a step's hierarchy is worked out again
+    // when its settle moves the generation).
+    if (this.records.has(child) || this.watched.has(child) || this.missing.has(child)) this.structureChanged(child);
     // The watched directory itself going (or renamed) is reported under its own name.
-    if (name === basename(dir)) this.structureChanged(dir, true);
+    if (name === basename(dir)) this.structureChanged(dir);
     const linking = this.linkedFrom.get(dir);
     if (linking !== undefined) for (const from of linking) this.markDirty(from);
   }
