@@ -173,6 +173,12 @@ export class FileStore {
   private readonly verifiedAt = new Map<string, number>();
   /** A context file that is a symlink: its directory → the directory of its target (watched too), and back. */
   private readonly linkTarget = new Map<string, string>();
+  /**
+   * Directories whose context file a watch on them cannot vouch for: reached through a symlink (its
+   * target's path may go through other links, repointed without an event here), or with other hard
+   * links (edited in place through another directory). Stat'd at every check, as unwatched ones are.
+   */
+  private readonly alwaysDue = new Set<string>();
   private readonly linkedFrom = new Map<string, Set<string>>();
 
   private mode: "watch" | "sync";
@@ -215,6 +221,7 @@ export class FileStore {
     // An evicted version must not live on in a cached chain, or the bound would be a fiction.
     this.records = new RecordCache<Record_>(options.maxCacheBytes ?? DEFAULT_CACHE_BYTES, sizeOf, (dir) => {
       this.verifiedAt.delete(dir);
+      this.alwaysDue.delete(dir);
       this.dropChainsThrough(dir);
     });
     this.starts = new LRUCache<string, Start>({
@@ -440,6 +447,9 @@ export class FileStore {
       this.dropChainsThrough(dir);
     }
     this.records.set(dir, record);
+    const indirect = (version: FileVersion | null) => version !== null && dirname(version.path) !== dir;
+    if (indirect(record.file) || indirect(record.local) || record.signature.includes(":linked")) this.alwaysDue.add(dir);
+    else this.alwaysDue.delete(dir);
     this.followLink(dir);
   }
 
@@ -493,7 +503,8 @@ export class FileStore {
     for (const { name } of this.candidates) {
       try {
         const info = statSync(dir + sep + name, { throwIfNoEntry: false });
-        signature += info === undefined ? "|-" : `|${info.ino}:${info.size}:${info.mtimeMs}:${info.ctimeMs}:${info.isFile() ? "f" : "o"}`;
+        // ":linked": the file has other hard links (see alwaysDue).
+        signature += info === undefined ? "|-" : `|${info.ino}:${info.size}:${info.mtimeMs}:${info.ctimeMs}:${info.isFile() ? "f" : "o"}${info.nlink > 1 ? ":linked" : ""}`;
       } catch (error) {
         signature += `|!${(error as NodeJS.ErrnoException).code ?? ""}`;
       }
@@ -533,24 +544,16 @@ export class FileStore {
 
   /**
    * Of `dirs`, those a watch does not vouch for: dirty ones (until a check verifies them, see
-   * `verified`), unwatched ones, and those whose symlinked context file lives in such a directory.
+   * `verified`), unwatched ones, and those whose context file it cannot see (alwaysDue).
    * Given a Set of held directories (a session's hierarchy, retained before it is settled), they are
    * found from the few dirty and unwatched ones rather than by visiting thousands of quiet ones.
    */
   private needingCheck(dirs: Iterable<string>): Set<string> {
     const due = new Set<string>();
     if (dirs instanceof Set) {
-      for (const dir of this.dirty.keys()) if (dirs.has(dir)) due.add(dir);
-      for (const dir of this.unwatched) if (dirs.has(dir)) due.add(dir);
+      for (const set of [this.dirty.keys(), this.unwatched, this.alwaysDue]) for (const dir of set) if (dirs.has(dir)) due.add(dir);
     } else {
-      for (const dir of dirs) if (this.watched.get(dir)?.handle === undefined || this.dirty.has(dir)) due.add(dir);
-    }
-    // A symlinked context file lives in another directory, held but on no chain: an event there marks
-    // the linking directories dirty (markDirty); when it is unwatched, they (whose stat of the
-    // candidate follows the link) are due.
-    for (const [target, froms] of this.linkedFrom) {
-      if (!this.unwatched.has(target)) continue;
-      for (const from of froms) if (dirs instanceof Set ? dirs.has(from) : true) due.add(from);
+      for (const dir of dirs) if (this.watched.get(dir)?.handle === undefined || this.dirty.has(dir) || this.alwaysDue.has(dir)) due.add(dir);
     }
     return due;
   }

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdirSync, readdirSync, readlinkSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
+import { appendFileSync, linkSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, sep } from "node:path";
 import { spawnSync } from "node:child_process";
@@ -134,6 +134,36 @@ for (const events of ["inotify", "fs.watch"] as const) describe(`freshness (even
       expect(seen).toBe(1000);
     }, 30_000);
   }
+
+  test("an AGENTS.md hard-linked to a file elsewhere, edited in place through the other name (no event in its own directory), is seen at the next settle", async () => {
+    const { root, store, start, walk } = setUpHere();
+    scratch.write(root, { "docs/shared.md": "v1\n" });
+    linkSync(join(root, "docs/shared.md"), join(root, "a/b/c/AGENTS.md"));
+    await store.settle(walk);
+    expect(await bodies(store, start)).toEqual(["root\n", "ab\n", "v1\n"]);
+    await watchesStarted();
+    await Bun.sleep(QUIET_GAP_MS);
+    await store.settle(walk);
+    appendFileSync(join(root, "docs/shared.md"), "v2 appended\n");
+    await store.settle(walk);
+    expect(await bodies(store, start)).toEqual(["root\n", "ab\n", "v1\nv2 appended\n"]);
+  });
+
+  test("a symlinked AGENTS.md whose target path goes through a symlinked directory, repointed: the new target is served at the next settle", async () => {
+    const { root, store, start, walk } = setUpHere();
+    scratch.write(root, { "real1/x.md": "real1\n", "real2/x.md": "real2\n" });
+    symlinkSync("real1", join(root, "lnk"));
+    symlinkSync("../../../lnk/x.md", join(root, "a/b/c/AGENTS.md"));
+    await store.settle(walk);
+    expect(await bodies(store, start)).toEqual(["root\n", "ab\n", "real1\n"]);
+    await watchesStarted();
+    await Bun.sleep(QUIET_GAP_MS);
+    await store.settle(walk);
+    symlinkSync("real2", join(root, "lnk.new"));
+    renameSync(join(root, "lnk.new"), join(root, "lnk"));
+    await store.settle(walk);
+    expect(await bodies(store, start)).toEqual(["root\n", "ab\n", "real2\n"]);
+  });
 
   test("a deleted context file leaves the chain; an atomic save (rename over) is seen", async () => {
     const { root, store, start, walk } = setUpHere();
