@@ -171,15 +171,12 @@ export class FileStore {
    * of a check that found it unchanged): a check for changes saved before then has nothing to do.
    */
   private readonly verifiedAt = new Map<string, number>();
-  /** A context file that is a symlink: its directory → the directory of its target (watched too), and back. */
-  private readonly linkTarget = new Map<string, string>();
   /**
    * Directories whose context file a watch on them cannot vouch for: reached through a symlink (its
    * target's path may go through other links, repointed without an event here), or with other hard
    * links (edited in place through another directory). Stat'd at every check, as unwatched ones are.
    */
   private readonly alwaysDue = new Set<string>();
-  private readonly linkedFrom = new Map<string, Set<string>>();
 
   private mode: "watch" | "sync";
   /** Linux's event queue, read synchronously (the barrier is a drain); undefined: fs.watch and a sentinel. */
@@ -336,9 +333,10 @@ export class FileStore {
   }
 
   /**
-   * Starts now the barrier that a later `settle(dirs, since)` waits for, so that the watcher's hop
-   * (about a millisecond) overlaps the work done before that settle (a new chain's reads) instead of
-   * following it. Nothing to do without a working watcher, or when a barrier vouches for `since` already.
+   * A call beginning at `since`: with fs.watch, starts now the barrier that its later settle waits
+   * for, so that the watcher's hop (about a millisecond) overlaps the work done before that settle
+   * (a new chain's reads); inotify's barrier is a drain in the settle itself. And the call's reads
+   * get a slice (below).
    */
   prepare(since: number): void {
     if (this.disposed) return;
@@ -450,7 +448,6 @@ export class FileStore {
     const indirect = (version: FileVersion | null) => version !== null && dirname(version.path) !== dir;
     if (indirect(record.file) || indirect(record.local) || record.signature.includes(":linked")) this.alwaysDue.add(dir);
     else this.alwaysDue.delete(dir);
-    this.followLink(dir);
   }
 
   private readDir(dir: string): Record_ {
@@ -588,16 +585,8 @@ export class FileStore {
    */
   private verified(dir: string, at: number): void {
     this.verifiedAt.set(dir, at);
-    this.forgetEvent(dir, at);
-    // The check followed the link into the target's directory: that directory's events, which marked
-    // every linking directory dirty too, are accounted for unless it has a record of its own to check.
-    const target = this.linkTarget.get(dir);
-    if (target !== undefined && this.records.peek(target) === undefined) this.forgetEvent(target, at);
-  }
-
-  private forgetEvent(dir: string, verifiedAt: number): void {
     const last = this.dirty.get(dir);
-    if (last !== undefined && verifiedAt - last >= this.quietMs) this.dirty.delete(dir);
+    if (last !== undefined && at - last >= this.quietMs) this.dirty.delete(dir);
   }
 
   /**
@@ -657,15 +646,10 @@ export class FileStore {
     if (this.records.has(child) || this.watched.has(child) || this.missing.has(child)) this.structureChanged(child);
     // The watched directory itself going (or renamed) is reported under its own name.
     if (name === basename(dir)) this.structureChanged(dir);
-    const linking = this.linkedFrom.get(dir);
-    if (linking !== undefined) for (const from of linking) this.markDirty(from);
   }
 
   private markDirty(dir: string): void {
-    const now = performance.now();
-    this.dirty.set(dir, now);
-    const linking = this.linkedFrom.get(dir);
-    if (linking !== undefined) for (const from of linking) this.dirty.set(from, now);
+    this.dirty.set(dir, performance.now());
   }
 
   // ---- watches ----
@@ -684,7 +668,6 @@ export class FileStore {
       // then the directory counts as unwatched, and is stat'd by every settle that asks for it).
       const held = entry;
       if (this.mode === "watch") this.enqueue(() => held.refs > 0 && held.handle === undefined && this.mode === "watch" && this.startWatch(dir, held));
-      this.followLink(dir);
     }
   }
 
@@ -696,7 +679,6 @@ export class FileStore {
     this.unwatched.delete(dir);
     this.watched.delete(dir);
     this.dirty.delete(dir);
-    this.followLink(dir);
   }
 
   private startWatch(dir: string, entry: Watched): void {
@@ -730,32 +712,6 @@ export class FileStore {
     entry.handle = undefined;
     this.activeWatches--;
     if (entry.refs > 0) this.unwatched.add(entry.dir);
-  }
-
-  /** Keeps the directory of a held directory's symlinked context file held too (and no other). */
-  private followLink(dir: string): void {
-    const file = this.records.peek(dir)?.file;
-    const held = (this.watched.get(dir)?.refs ?? 0) > 0;
-    const target = held && file != null && dirname(file.path) !== dir ? dirname(file.path) : undefined;
-    const before = this.linkTarget.get(dir);
-    if (before === target) return;
-    if (before !== undefined) {
-      this.linkTarget.delete(dir);
-      const from = this.linkedFrom.get(before);
-      from?.delete(dir);
-      if (from?.size === 0) this.linkedFrom.delete(before);
-      this.letGo(before);
-    }
-    if (target !== undefined) {
-      this.linkTarget.set(dir, target);
-      let from = this.linkedFrom.get(target);
-      if (from === undefined) {
-        from = new Set();
-        this.linkedFrom.set(target, from);
-      }
-      from.add(dir);
-      this.hold(target);
-    }
   }
 
   // ---- barrier ----
