@@ -74,33 +74,28 @@ for (const [name, read] of Object.entries(READERS)) {
       expect(reasonOf(read(join(root, "none/AGENTS.md"), root))).toBe("absent");
     });
 
-    test("a file swapped for a symlink after it was resolved: the open refuses the link (a race: tried again)", () => {
+    /** `rel` inside and (another text) outside; `swap` runs right after the read resolved the path. */
+    const swappedWhileOpening = (rel: string, swap: (root: string, outside: string) => void) => {
       const root = scratch.dir();
       const outside = scratch.dir();
-      scratch.write(root, { "AGENTS.md": "inside\n" });
-      scratch.write(outside, { "AGENTS.md": "OUTSIDE\n" });
-      const outcome = afterNextResolve(
-        () => {
-          rmSync(join(root, "AGENTS.md"));
-          symlinkSync(join(outside, "AGENTS.md"), join(root, "AGENTS.md"));
-        },
-        () => read(join(root, "AGENTS.md"), root),
-      );
+      scratch.write(root, { [rel]: "inside\n" });
+      scratch.write(outside, { [rel]: "OUTSIDE\n" });
+      return { outside, outcome: afterNextResolve(() => swap(root, outside), () => read(join(root, rel), root)) };
+    };
+
+    test("a file swapped for a symlink after it was resolved: the open refuses the link (a race: tried again)", () => {
+      const { outcome } = swappedWhileOpening("AGENTS.md", (root, outside) => {
+        rmSync(join(root, "AGENTS.md"));
+        symlinkSync(join(outside, "AGENTS.md"), join(root, "AGENTS.md"));
+      });
       expect(outcome).toMatchObject({ kind: "skip", skip: { reason: "was replaced by a symlink while being opened", transient: true } });
     });
 
     test("a directory on the way swapped for a symlink out after the path was resolved: the opened file's real path is outside, refused", () => {
-      const root = scratch.dir();
-      const outside = scratch.dir();
-      scratch.write(root, { "a/AGENTS.md": "inside\n" });
-      scratch.write(outside, { "a/AGENTS.md": "OUTSIDE\n" });
-      const outcome = afterNextResolve(
-        () => {
-          renameSync(join(root, "a"), join(root, "moved"));
-          symlinkSync(join(outside, "a"), join(root, "a"));
-        },
-        () => read(join(root, "a/AGENTS.md"), root),
-      );
+      const { outside, outcome } = swappedWhileOpening("a/AGENTS.md", (root, outside) => {
+        renameSync(join(root, "a"), join(root, "moved"));
+        symlinkSync(join(outside, "a"), join(root, "a"));
+      });
       expect(reasonOf(outcome)).toBe(`resolves outside the worktree (${join(outside, "a/AGENTS.md")})`);
     });
   });
