@@ -6,7 +6,7 @@ import { parseFrontmatter } from "../files/frontmatter.ts";
 import { buildWorktreeIndex, contextNamesOf, type WorktreeIndex } from "../files/worktree-index.ts";
 import type { Logger } from "../log.ts";
 import { relativePosix, statPrint } from "../paths.ts";
-import { given, readContract, type Contract } from "./contract.ts";
+import { readContract, type Contract } from "./contract.ts";
 import { AgentRanker, headingsOf, type AgentDoc, type Ranked } from "./rank.ts";
 
 export interface CatalogOptions {
@@ -170,7 +170,7 @@ export class Catalog {
     if (outcome.kind !== "file") return undefined;
     let contract = readContract(outcome.version.frontmatter);
     // A rule file that does not say how it loads applies always (where its paths match, if it has some).
-    if (rule && !namesMode(outcome.version.frontmatter, contract)) contract = { ...contract, include: "always" };
+    if (rule && !contract.modeGiven) contract = { ...contract, include: "always" };
     if (contract.include === "touched") return undefined;
     if (this.options.watch) this.watchDir(dirname(path));
     // A file changed within RACY_MS of the read may change again within the same timestamp: read again at the next refresh.
@@ -211,14 +211,6 @@ export class Catalog {
       // A directory that cannot be watched is read again when the store sees a change there.
     }
   }
-}
-
-/**
- * Whether frontmatter says how its file loads: `include`, or Cursor's `alwaysApply` (false: manual, or
- * agent with a description). An empty or bad value counts as absent, as it does for every key.
- */
-function namesMode(frontmatter: Readonly<Record<string, unknown>>, contract: Contract): boolean {
-  return ["include", "alwaysApply"].some((key) => given(frontmatter, key) !== undefined && !contract.problems.some((problem) => problem.key === key));
 }
 
 const DASH = 0x2d;

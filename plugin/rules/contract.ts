@@ -21,6 +21,8 @@ export interface ContractProblem {
 
 export interface Contract {
   readonly include: IncludeMode;
+  /** Whether `include` (or Cursor's `alwaysApply`) set the mode: false when it is the default, "touched". */
+  readonly modeGiven: boolean;
   /** One line; undefined when not given. */
   readonly description: string | undefined;
   /** Globs relative to the file's directory, as given; undefined = no restriction. */
@@ -57,6 +59,7 @@ const MAX_SHOWN_CHARS = 80;
 
 export const DEFAULT_CONTRACT: Contract = Object.freeze({
   include: "touched",
+  modeGiven: false,
   description: undefined,
   paths: undefined,
   agents: undefined,
@@ -134,7 +137,7 @@ const LINE_BREAK = /\r\n|[\n\v\f\r\x85\u2028\u2029]/;
  * template leaves `description:` and `globs:` empty, and empty says nothing. Own keys only, so that
  * `constructor` or `__proto__` never reads Object.prototype.
  */
-export function given(frontmatter: Frontmatter, key: string): unknown {
+function given(frontmatter: Frontmatter, key: string): unknown {
   if (!Object.hasOwn(frontmatter, key)) return undefined;
   const value = frontmatter[key];
   if (value === null || value === undefined) return undefined;
@@ -196,6 +199,7 @@ function buildContract(frontmatter: Frontmatter): Contract {
   const watch = resolve(frontmatter, ["watch"], checkGlobs("the worktree"), problems);
   const contract: Contract = Object.freeze({
     include: mode,
+    modeGiven: include !== undefined,
     description: description?.value,
     paths: pathsApply ? paths.value.globs : undefined,
     agents: agents?.value,

@@ -58,6 +58,9 @@ describe("catalog: which context files are entries", () => {
       // Empty as the contract reads it (a blank string, an empty list): a rule file without a mode too. Found in review.
       ".opencode/rules/blank-include.md": `${block('include: ""')}# rule\n`,
       ".opencode/rules/empty-list.md": `${block("alwaysApply: []")}# rule\n`,
+      // A mode the contract takes with a warning (agent without a description) is a mode said; an unknown one is not.
+      ".opencode/rules/agent-no-description.md": `${block("include: agent")}# rule\n`,
+      ".opencode/rules/unknown-include.md": `${block("include: sometimes")}# rule\n`,
     });
     expect(modes(await build(root))).toEqual({
       "a/AGENTS.md": "always",
@@ -69,6 +72,8 @@ describe("catalog: which context files are entries", () => {
       ".opencode/rules/bad-include.md": "always",
       ".opencode/rules/blank-include.md": "always",
       ".opencode/rules/empty-list.md": "always",
+      ".opencode/rules/agent-no-description.md": "agent",
+      ".opencode/rules/unknown-include.md": "always",
     });
   });
 
