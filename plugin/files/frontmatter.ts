@@ -35,16 +35,20 @@ const BLOCK = /^---[ \t]*([A-Za-z]*)[ \t]*\r?\n(?:([\s\S]*?)\r?\n)?---[ \t]*(?:\
 /** A first line that opens a block as BLOCK reads one. */
 const OPENER = /^---[ \t]*[A-Za-z]*[ \t]*\r?\n/;
 
-/**
- * Text cut short (a file longer than maxFileBytes) that opens a block and does not close it: where
- * its frontmatter ends, and what it says (its include mode), lie past the cut.
- */
-export function cutInsideFrontmatter(text: string): boolean {
-  return OPENER.test(text) && !BLOCK.test(text);
-}
-
 /** A line that starts with a known key and a colon (optionally quoted, as JSON writes it). */
 const KNOWN_KEY_LINE = new RegExp(`^[ \\t]*["']?(?:${[...KNOWN_KEYS].join("|")})["']?[ \\t]*:`, "m");
+/** An opener whose first line after it (blank lines aside) is a mapping key, as frontmatter starts. */
+const OPENS_WITH_KEY = /^---[^\n]*\n\s*["']?[\w.-]+["']?[ \t]*:(?:[ \t]|\r?\n|$)/;
+
+/**
+ * Text cut short (a file longer than maxFileBytes) that opens a block and does not close it, and
+ * reads as frontmatter (a key first, or a known key in it): where its frontmatter ends, and what it
+ * says (its include mode), lie past the cut. A file that opens with a `---` rule and goes on with
+ * content (a heading, prose) is content.
+ */
+export function cutInsideFrontmatter(text: string): boolean {
+  return OPENER.test(text) && !BLOCK.test(text) && (OPENS_WITH_KEY.test(text) || KNOWN_KEY_LINE.test(text));
+}
 
 const NONE: Readonly<Record<string, unknown>> = Object.freeze({});
 

@@ -30,12 +30,20 @@ describe("readContained", () => {
       // A file opening with a rule it closes within the cut, and one that never opens a block, read as ever.
       "b/AGENTS.md": `---\ninclude: manual\n---\n${"x".repeat(2 * MAX)}\n`,
       "c/AGENTS.md": `# C\n${"y".repeat(2 * MAX)}\n`,
+      // A block of keys none of which this plugin knows (within the cut) is frontmatter too.
+      "d/AGENTS.md": `---\n${keys}\n---\n# D\n`,
+      // A `---` rule followed by content, cut: content, not a block that never closes (found in review).
+      "e/AGENTS.md": `---\n# Rules\n${"- use pnpm, not npm\n".repeat(400)}`,
     });
     const cut = readContained(join(root, "a/AGENTS.md"), join(root, "a"), root, MAX);
     expect(cut.kind === "skip" && cut.skip.reason).toBe(`its frontmatter runs past the first ${MAX} bytes (option maxFileBytes)`);
     const closed = readContained(join(root, "b/AGENTS.md"), join(root, "b"), root, MAX);
     expect(closed.kind === "file" && closed.version.frontmatter).toEqual({ include: "manual" });
     expect(readContained(join(root, "c/AGENTS.md"), join(root, "c"), root, MAX).kind).toBe("file");
+    const keysOnly = readContained(join(root, "d/AGENTS.md"), join(root, "d"), root, MAX);
+    expect(keysOnly.kind === "skip" && keysOnly.skip.reason).toBe(`its frontmatter runs past the first ${MAX} bytes (option maxFileBytes)`);
+    const rule = readContained(join(root, "e/AGENTS.md"), join(root, "e"), root, MAX);
+    expect(rule.kind === "file" && rule.version.body.startsWith("---\n# Rules\n- use pnpm")).toBe(true);
   });
 
   test("a candidate that is a symlink to a file inside the worktree is read from its target", () => {
