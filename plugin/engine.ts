@@ -182,7 +182,7 @@ export class Engine {
       const hierarchy = await this.fresh(session, true);
       this.judgeHost(session, host, hierarchy);
       // The same inputs give the same bytes: built again only when the hierarchy, the host's files or what the conversation holds changed.
-      const key = `${this.hierarchies.get(session)?.key}:${this.ruled.get(session)?.key}:${[...session.hostPaths].join("\n")}:${session.heldRevision}`;
+      const key = `${this.hierarchies.get(session)?.key}:${this.ruled.get(session)?.key}:${session.hostRevision}:${session.heldRevision}`;
       const notices = [...session.notices];
       if (session.systemMemo?.key === key && notices.length === 0) return session.systemMemo.text;
       const held = (file: FileVersion) => session.known(file.path)?.sha256 === file.sha256;
@@ -807,7 +807,9 @@ export class Engine {
     }
     // The same files keep the same set: memos keyed on it (the record's) stay valid across steps.
     const before = session.hostPaths;
-    if (carried.size !== before.size || [...carried].some((path) => !before.has(path))) session.hostPaths = carried;
+    if (sameMembers(carried, before)) return;
+    session.hostPaths = carried;
+    session.hostRevision++;
   }
 
   /**
@@ -858,7 +860,7 @@ export class Engine {
     const namedAndReached = (file: FileVersion | undefined) => file !== undefined && reachedDirs.has(file.dir) && session.known(file.path)?.held === "named";
     // Nothing changed since a diff found nothing to deliver: only a file known by name in a reached directory can be due.
     // What the rules were applied to and with (not the touch order, which only moves priorities).
-    const quietKey = `${this.store.generation}:${this.ruled.get(session)?.key}:${session.version}:${[...session.hostPaths].join("\n")}`;
+    const quietKey = `${this.store.generation}:${this.ruled.get(session)?.key}:${session.version}:${session.hostRevision}`;
     if (quietKey === session.quietKey && session.notices.length === 0 && ![...reachedDirs].some((dir) => namedAndReached(hierarchy.byDir.get(dir)))) return "";
     if (session.stepTokensLeft < MIN_DELIVERY_TOKENS) return "";
     const updated: { file: FileVersion; tier: number }[] = [];
@@ -884,8 +886,9 @@ export class Engine {
     // Priority: critical files, then what the model holds stale, then this call's chain closest first, then anything else new.
     const ordered = [...updated, ...reachedNow.sort((a, b) => depth(b.file.dir) - depth(a.file.dir)), ...others];
     const isCritical = (item: { tier: number }) => item.tier === CRITICAL_TIER;
-    const items = [...ordered.filter(isCritical), ...ordered.filter((item) => !isCritical(item))];
-    const notices = session.notices;
+    const items = ordered.some(isCritical) ? [...ordered.filter(isCritical), ...ordered.filter((item) => !isCritical(item))] : ordered;
+    // Those said now: a notice pushed while this block is composed waits for the next delivery.
+    const notices = [...session.notices];
     if (items.length === 0 && deleted.length === 0 && notices.length === 0) {
       session.quietKey = quietKey;
       return "";
@@ -898,7 +901,7 @@ export class Engine {
     if (composed.failed) return "";
     for (const path of deleted) session.drop(path);
     // Said once: a notice that did not fit the step's budget is not said at all (it is a hint, not a file).
-    session.notices.splice(0);
+    session.notices.splice(0, notices.length);
     this.remember(session, composed, carrier, hierarchy);
     session.stepTokensLeft -= composed.tokens;
     session.quietKey = quietKey;
@@ -1059,6 +1062,12 @@ function printOf(paths: readonly string[]): string {
 }
 
 
+
+function sameMembers(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
+  if (a.size !== b.size) return false;
+  for (const item of a) if (!b.has(item)) return false;
+  return true;
+}
 
 function sameSnapshot(a: readonly FileSnapshot[], b: readonly FileSnapshot[]): boolean {
   return a.length === b.length && a.every((x, i) => sameFile(x, b[i]!));

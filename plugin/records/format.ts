@@ -134,7 +134,6 @@ export function parseSteer(text: string): SteerRequest[] {
   });
 }
 
-/** Appends one steering request (the TUI's side); one short line, so the append is atomic. */
 /**
  * The bytes of a regular file from `fromOf(size)` to its end, read by position; undefined when there
  * is no file. Never follows a symlink nor blocks on a FIFO (the records directory is not trusted to
@@ -166,6 +165,7 @@ export function readFrom(path: string, fromOf: (size: number) => number): { byte
   }
 }
 
+/** Appends one steering request (the TUI's side); one short line, so the append is atomic. */
 export function appendSteer(dir: string, session: string, action: SteerRequest["action"], path: string): void {
   const request: SteerRequest = { v: RECORDS_VERSION, time: new Date().toISOString(), action, path };
   mkdirSync(dir, { recursive: true, mode: 0o700 });

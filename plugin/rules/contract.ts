@@ -78,11 +78,10 @@ const contracts = new WeakMap<Frontmatter, Contract>();
 
 /** The contract of a parsed frontmatter mapping (`{}` when the file has none). Never throws. */
 export function readContract(frontmatter: Frontmatter): Contract {
-  // Most files have no frontmatter: the one default, so that a plain hierarchy is told by identity.
-  if (Object.keys(frontmatter).length === 0) return DEFAULT_CONTRACT;
   let contract = contracts.get(frontmatter);
   if (contract === undefined) {
-    contract = buildContract(frontmatter);
+    // Most files have no frontmatter: the one default, so that a plain hierarchy is told by identity.
+    contract = Object.keys(frontmatter).length === 0 ? DEFAULT_CONTRACT : buildContract(frontmatter);
     contracts.set(frontmatter, contract);
   }
   return contract;

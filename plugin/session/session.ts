@@ -54,6 +54,8 @@ export class Session {
   stepTokensLeft = 0;
   /** Files the host's system prompt carries itself (real paths), and the prompt they were judged on. */
   hostPaths: ReadonlySet<string> = new Set();
+  /** Grows whenever hostPaths is a new set (memo keys use it, never the paths themselves). */
+  hostRevision = 0;
   hostPrompt: string | undefined;
   /** Rebuilt from history once when first met in this process (a continued or forgotten session). */
   restoring: Promise<void> | undefined;
