@@ -17,9 +17,9 @@ import { HOST_MARKER, hostCarries, hostEntryPaths, stripReminder } from "./host/
 import { CONTEXT_TOOL, toolPaths } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
 import { isInside, relativePosix, statPrint } from "./paths.ts";
-import { contextNamesOf } from "./files/worktree-index.ts";
+import { contextNamesOf, gitIgnoredDirs } from "./files/worktree-index.ts";
 import type { ResolvedOptions } from "./options.ts";
-import { applyRules, awaitedBy, CRITICAL_TIER, type Ruled } from "./rules/apply.ts";
+import { applyRules, awaitedBy, CRITICAL_TIER, hasImports, type Ruled } from "./rules/apply.ts";
 import { Catalog } from "./rules/catalog.ts";
 import { appliesToAgent, describeProblem, matchesWatch, readContract, type Contract } from "./rules/contract.ts";
 import type { ImportRead } from "./rules/imports.ts";
@@ -91,6 +91,24 @@ export class Engine {
   /** The worktree's always, agent and manual files; undefined until its index is built. */
   private catalog: Catalog | undefined;
   private catalogReady: Promise<void> | undefined;
+  /** Start-up's library loads, each in a task of its own: a step waits for them rather than load one in one go. */
+  private librariesLoaded: Promise<void> | undefined;
+  /** Started and not settled yet (built, or failed: then there is none). */
+  private catalogBuilding = false;
+  /**
+   * Steps reading their hierarchy now (those of them waiting for the catalog aside), and the catalog's
+   * reads waiting for none to be: the catalog gives way to steps.
+   */
+  private reading = 0;
+  private waitingForCatalog = 0;
+  private readonly idleWaiters: (() => void)[] = [];
+  /** git could not say what it ignores (no repository, no git): steps wait for the catalog's walk instead. */
+  private gitCannotAnswer = false;
+  /**
+   * Until the catalog is built: which directories git ignores, asked of git for the directories a
+   * step is about to read (real path → ignored). Steps do not wait for the worktree's listing.
+   */
+  private readonly ignoredBeforeIndex = new Map<string, boolean>();
 
   /** Undefined when records are off. */
   readonly records: RecordsWriter | undefined;
@@ -110,7 +128,7 @@ export class Engine {
     let engine: Engine | undefined;
     const store: FileStore = new FileStore({
       // A trailing slash: `.gitignore` rules such as `build/` match directories only.
-      isIgnored: (dir) => dir !== store.realRoot && engine?.catalog?.index?.isIgnored(`${relativePosix(store.realRoot, dir)}/`) === true,
+      isIgnored: (dir) => dir !== store.realRoot && engine?.isIgnored(dir) === true,
       onCandidate: (path) => engine?.catalog?.changed(path),
       worktree: settings.worktree,
       fileNames: options.fileNames,
@@ -133,6 +151,8 @@ export class Engine {
   startCatalog(librariesLoaded?: Promise<void>): void {
     const { options, log } = this.settings;
     if (this.catalogReady !== undefined || this.disposed) return;
+    this.librariesLoaded = librariesLoaded;
+    this.catalogBuilding = true;
     this.catalogReady = Catalog.build({
       worktree: this.store.realRoot,
       fileNames: options.fileNames,
@@ -142,13 +162,50 @@ export class Engine {
       watch: options.watch,
       log,
       readsAfter: librariesLoaded,
+      giveWay: () => (this.reading === this.waitingForCatalog ? undefined : new Promise<void>((resolve) => this.idleWaiters.push(resolve))),
     }).then(
       (catalog) => {
         if (this.disposed) catalog.dispose();
         else this.catalog = catalog;
       },
       (error: unknown) => log.once("catalog", "warn", `the worktree's always, agent and manual files are not known: ${String(error)}`),
-    );
+    ).finally(() => {
+      this.catalogBuilding = false;
+      this.ignoredBeforeIndex.clear();
+    });
+  }
+
+  /** Whether git ignores `dir` (a real directory below the root): the index says, or git did before it was built. */
+  private isIgnored(dir: string): boolean {
+    if (this.catalogBuilding) return this.ignoredBeforeIndex.get(dir) === true;
+    return this.catalog?.index?.isIgnored(`${relativePosix(this.store.realRoot, dir)}/`) === true;
+  }
+
+  /**
+   * Before the catalog is built, the directories the session's walks visit are asked of git (one
+   * `git check-ignore` for those not asked yet), so that a step reads nothing git ignores without
+   * waiting for the worktree's listing. When git cannot answer, the step waits for the catalog.
+   */
+  private async askIgnored(session: Session): Promise<void> {
+    if (!this.catalogBuilding) return;
+    if (this.gitCannotAnswer) return this.catalogBuilt();
+    const root = this.store.realRoot;
+    const asked = new Set<string>();
+    const paths = [{ path: this.settings.directory, isFile: false }, ...session.touched.values(), ...session.pins.values()];
+    for (const { path, isFile } of paths) {
+      const start = this.store.resolveStart(path, isFile);
+      if (start === undefined) continue;
+      for (const dir of this.store.walkOf(start)) if (dir !== root && !this.ignoredBeforeIndex.has(dir)) asked.add(dir);
+    }
+    if (asked.size === 0) return;
+    const dirs = [...asked];
+    const ignored = await gitIgnoredDirs(root, dirs.map((dir) => `${relativePosix(root, dir)}/`));
+    if (ignored === undefined) {
+      this.gitCannotAnswer = true;
+      return this.catalogBuilt();
+    }
+    if (!this.catalogBuilding) return;
+    for (const dir of dirs) this.ignoredBeforeIndex.set(dir, ignored.has(`${relativePosix(root, dir)}/`));
   }
 
   get delivery(): "stable" | "system" {
@@ -264,8 +321,9 @@ export class Engine {
     const session = this.sessions.get(sessionID);
     session.messageID = messageID;
     if (agent !== undefined) session.agent = agent;
-    if (this.catalogReady !== undefined) await this.catalogReady;
-    this.attach(session, text);
+    // Before the catalog is built, the message is ranked when it is (at the session's next step).
+    if (this.catalogBuilding) session.unranked.push(text);
+    else this.attach(session, text);
     if (this.delivery !== "stable") return "";
     return session.serially(async () => {
       await this.restore(session);
@@ -562,9 +620,20 @@ export class Engine {
    * written before this call is in it.
    */
   private async fresh(session: Session, ordered = false, since = performance.now()): Promise<Ruled> {
-    if (this.catalogReady !== undefined) await this.catalogReady;
-    this.catalog?.refresh(since);
-    const ruled = this.rule(session, await this.raw(session, ordered, since));
+    if (this.librariesLoaded !== undefined) await this.librariesLoaded;
+    let hierarchy = await this.raw(session, ordered, since);
+    // A step does not wait for the catalog (git's listing of the worktree and a read of each context
+    // file's head), except to inline imports (which must know what git ignores everywhere) or follow
+    // watch globs (which match the listing): its always and agent files join when it is built.
+    if (this.catalogBuilding && hierarchy.files.some(needsIndex)) {
+      await this.catalogReady;
+      hierarchy = await this.raw(session, ordered, since);
+    }
+    if (!this.catalogBuilding) {
+      this.catalog?.refresh(since);
+      for (const text of session.unranked.splice(0)) this.attach(session, text);
+    }
+    const ruled = this.rule(session, hierarchy);
     this.checkWatches(session, ruled);
     return ruled;
   }
@@ -625,6 +694,31 @@ export class Engine {
   }
 
   private async raw(session: Session, ordered: boolean, since: number): Promise<Hierarchy> {
+    this.reading++;
+    try {
+      return await this.readHierarchy(session, ordered, since);
+    } finally {
+      this.reading--;
+      this.wakeCatalog();
+    }
+  }
+
+  /** Waits for the catalog from inside a step: the step no longer holds the catalog's reads back. */
+  private async catalogBuilt(): Promise<void> {
+    this.waitingForCatalog++;
+    this.wakeCatalog();
+    try {
+      await this.catalogReady;
+    } finally {
+      this.waitingForCatalog--;
+    }
+  }
+
+  private wakeCatalog(): void {
+    if (this.reading === this.waitingForCatalog) for (const wake of this.idleWaiters.splice(0)) wake();
+  }
+
+  private async readHierarchy(session: Session, ordered: boolean, since: number): Promise<Hierarchy> {
     // Reused or computed, the hierarchy is checked against disk; a change found means computing again
     // (three rounds at most: a directory rewritten faster than it can be read is served as last read).
     // Touching a known path again only changes priorities: a block that is about to be built asks
@@ -647,6 +741,7 @@ export class Engine {
         if (hierarchy !== undefined) this.hierarchies.set(session, { ...memo, key, evictions: session.evictions, hierarchy });
       }
       if (hierarchy === undefined) {
+        await this.askIgnored(session);
         hierarchy = await hierarchyOf(this.store, this.settings.directory, [...session.touched.values()], [...session.pins.values()]);
         const base = `${generation}:${session.pinRevision}:${session.order}`;
         this.hierarchies.set(session, { key, base, evictions: session.evictions, order: session.order, hierarchy });
@@ -1103,3 +1198,6 @@ function depth(dir: string): number {
 function strings(value: unknown): string[] {
   return Array.isArray(value) ? value.filter((item): item is string => typeof item === "string") : [];
 }
+
+/** A file whose rules need the worktree index: imports (what git ignores anywhere) and watch globs (the listing). */
+const needsIndex = (file: FileVersion): boolean => hasImports(file) || readContract(file.frontmatter).watch.length > 0;

@@ -401,7 +401,8 @@ describe("override notes", () => {
       expect(spawnSync("git", ["init", "-q"], { cwd: root }).status).toBe(0);
       plugin = await start(root, { delivery: "system", fileNames: ["AGENTS.md", "CONVENTIONS.txt"] });
       await plugin.touch("ses_ovr", "read", { filePath: join(root, "pkg/x.ts") });
-      const block = await plugin.step("ses_ovr");
+      // Rule files join once the worktree's catalog is built (a step does not wait for it).
+      const block = await plugin.stepUntil("ses_ovr", (text) => sectionOf(text, ".opencode/rules/db.override.md") !== undefined, "the rule file");
       expect(sectionOf(block, "pkg/CONVENTIONS.override.md")).toBe("[this file replaces CONVENTIONS.txt of its directory: where they disagree, follow this one]\n\nPKG-OVERRIDE\n");
       expect(sectionOf(block, ".opencode/rules/db.override.md")).toBe("RULE-NAMED-OVERRIDE\n");
     } finally {

@@ -464,6 +464,31 @@ function candidatePathspecs(options: IndexOptions): string[] | undefined {
   return specs;
 }
 
+/** Directories asked of git at most per call of gitIgnoredDirs: past that, the caller waits for the index. */
+export const MAX_IGNORE_QUESTIONS = 1024;
+
+/**
+ * Which of `dirs` (worktree-relative, each ending in "/") git ignores, asked of git itself (`git
+ * check-ignore --no-index`, the very question the index answers from memory: a directory inside an
+ * ignored one is ignored too). For the moments before the index is built; undefined when git cannot
+ * answer (no git, not a repository, too many questions): the caller waits for the index then.
+ */
+export async function gitIgnoredDirs(worktree: string, dirs: readonly string[]): Promise<ReadonlySet<string> | undefined> {
+  if (dirs.length > MAX_IGNORE_QUESTIONS) return undefined;
+  if (dirs.length === 0) return new Set();
+  // Exit code 1: none of them is ignored. It takes paths as they are written (no pathspec magic).
+  // One path a line (-z needs --stdin): with quotePath off, git quotes only a name with a quote, a
+  // backslash or a control character, and such an answer is not taken (the index will tell).
+  const args = ["-c", "core.quotePath=false", "check-ignore", "--no-index", "--", ...dirs];
+  const result = await new GitRunner(worktree, GIT_TIMEOUT_MS).output(args, [1]);
+  if (!result.ok) return undefined;
+  const ignored = new Set(result.stdout.split("\n").filter((rel) => rel !== ""));
+  // Paths it was not asked about (a quoted name) are not an answer: git echoes the paths it was given.
+  const asked = new Set(dirs);
+  for (const rel of ignored) if (!asked.has(rel)) return undefined;
+  return ignored;
+}
+
 /**
  * The git listing, or undefined when git is absent, fails, or is too slow (the walk is used then).
  * All of git's commands run at once; paths stream in (a monorepo lists hundreds of thousands).
@@ -654,15 +679,15 @@ class GitRunner {
     this.deadline = AbortSignal.timeout(timeoutMs);
   }
 
-  /** A short command's whole output. */
-  output(args: readonly string[]): Promise<GitResult> {
+  /** A short command's whole output; `answers`: exit codes that are answers, not failures (besides 0). */
+  output(args: readonly string[], answers: readonly number[] = []): Promise<GitResult> {
     const chunks: Buffer[] = [];
     let bytes = 0;
     return this.run(args, (chunk) => {
       chunks.push(chunk);
       bytes += chunk.length;
       return bytes < MAX_PATH_BYTES;
-    }).then((result) => (result.ok ? { ...result, stdout: Buffer.concat(chunks).toString("utf8") } : result));
+    }, answers).then((result) => (result.ok ? { ...result, stdout: Buffer.concat(chunks).toString("utf8") } : result));
   }
 
   /** A `-z` listing, path by path, without holding the whole output. Stops (killing git) once `budget` is spent. */
@@ -685,7 +710,7 @@ class GitRunner {
    * Starts git (no shell) and feeds its stdout to `onData`, which answers whether to go on (`false`: the
    * output is refused, a failure; "stop": enough was read, a success). Either ends git at once.
    */
-  private async run(args: readonly string[], onData: (chunk: Buffer) => boolean | "stop"): Promise<GitResult> {
+  private async run(args: readonly string[], onData: (chunk: Buffer) => boolean | "stop", answers: readonly number[] = []): Promise<GitResult> {
     const turn = this.turn.then(() => new Promise<void>((resolve) => setImmediate(resolve)));
     this.turn = turn;
     await turn;
@@ -701,7 +726,7 @@ class GitRunner {
     if (this.deadline.aborted) kill();
     try {
       const [verdict, stderr, code] = await Promise.all([feed(child.stdout, onData, kill), head(child.stderr, 1000), child.exited]);
-      if (verdict === "stop" || (verdict && code === 0)) return { ok: true, stdout: "" };
+      if (verdict === "stop" || (verdict && (code === 0 || (code !== null && answers.includes(code))))) return { ok: true, stdout: "" };
       const why = this.deadline.aborted && code === null ? "timed out" : !verdict ? "output not understood" : `git ${args[0]} exited with ${code}: ${stderr.trim().split("\n")[0] ?? ""}`;
       return { ok: false, code, why };
     } catch (error) {

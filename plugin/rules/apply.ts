@@ -219,7 +219,7 @@ function overrideNote(file: FileVersion, context: RuleContext): string[] {
 /** Whether a version has a line starting with `@` (an import, maybe): found once per version. */
 const importing = new WeakMap<FileVersion, boolean>();
 
-function hasImports(file: FileVersion): boolean {
+export function hasImports(file: FileVersion): boolean {
   let found = importing.get(file);
   if (found === undefined) importing.set(file, (found = /^@/m.test(file.body)));
   return found;

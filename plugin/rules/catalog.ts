@@ -20,6 +20,8 @@ export interface CatalogOptions {
   readonly log: Logger;
   /** The reads wait for this (start-up's library loads): the index is listed meanwhile, and no read loads a library in one go. */
   readonly readsAfter?: Promise<unknown>;
+  /** Before each slice of reads: a promise to wait for while steps are reading (they come first), else undefined. */
+  readonly giveWay?: () => Promise<void> | undefined;
 }
 
 /** A context file of the worktree that loads by something else than a touch. */
@@ -80,12 +82,15 @@ export class Catalog {
       options.log.once("index:failed", "warn", `worktree index: could not be built (${String(error)}); always, agent and manual files are not found`);
     }
     await options.readsAfter;
+    await options.giveWay?.();
     const catalog = new Catalog(options, index);
-    // Reads run in slices of SLICE_MS at most: building never blocks the event loop for long.
+    // Reads run in slices of SLICE_MS at most, each after the steps reading then: building never
+    // blocks the event loop for long, nor holds up a step.
     let sliceEnd = performance.now() + SLICE_MS;
     for (const rel of index?.files ?? []) {
       if (performance.now() > sliceEnd) {
         await new Promise((resolve) => setTimeout(resolve, 0));
+        await options.giveWay?.();
         sliceEnd = performance.now() + SLICE_MS;
       }
       // The index lists only files that may load: no need to ask it again for each.

@@ -65,6 +65,8 @@ export class Session {
   quietKey = "";
   /** Grows whenever what the conversation holds changes: a memo of a block built around it is then stale. */
   heldRevision = 0;
+  /** User messages that came before the worktree's catalog was built: ranked for agent files once it is. */
+  readonly unranked: string[] = [];
   /** Delivery "system": the last block, and what it was built from. */
   systemMemo: { readonly key: string; readonly text: string } | undefined;
   /** What the last system block (either delivery) gave each file, by real path. */

@@ -1,0 +1,137 @@
+/**
+ * A step does not wait for the worktree's catalog (git's listing and a read of every context file's
+ * head): these tests hold git's listing back (a `git` on PATH that sleeps before `ls-files`, as a huge
+ * or cold repository would) and check what the first steps get meanwhile, and after it is built.
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
+import { chmodSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { start, waitFor, type Started } from "./helpers/harness.ts";
+
+/** How long the slow git holds its listing back: far longer than any step below may take. */
+const LISTING_DELAY_S = 4;
+const REAL_GIT = spawnSync("sh", ["-c", "command -v git"], { encoding: "utf8" }).stdout.trim();
+
+const cleanups: (() => void | Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** A git repository with the files given, and a plugin started on it while `git ls-files` is slow. */
+async function slowListing(files: Record<string, string>, gitignore = "node_modules/\n"): Promise<{ root: string; plugin: Started }> {
+  const parent = realpathSync(mkdtempSync(join(tmpdir(), "first-step-")));
+  cleanups.push(() => rmSync(parent, { recursive: true, force: true }));
+  const root = join(parent, "repo");
+  for (const [rel, text] of Object.entries({ ...files, ".gitignore": gitignore })) {
+    mkdirSync(dirname(join(root, rel)), { recursive: true });
+    writeFileSync(join(root, rel), text);
+  }
+  spawnSync(REAL_GIT, ["init", "-q"], { cwd: root });
+  const bin = join(parent, "bin");
+  mkdirSync(bin);
+  writeFileSync(join(bin, "git"), `#!/bin/sh\nfor arg in "$@"; do [ "$arg" = ls-files ] && sleep ${LISTING_DELAY_S}; done\nexec "${REAL_GIT}" "$@"\n`);
+  chmodSync(join(bin, "git"), 0o755);
+  const path = process.env.PATH;
+  process.env.PATH = `${bin}:${path}`;
+  cleanups.push(() => {
+    process.env.PATH = path;
+  });
+  const plugin = await start(root, { recordsDir: join(parent, "records") });
+  cleanups.push(() => plugin.dispose());
+  return { root, plugin };
+}
+
+/** A tool call as OpenCode runs it (before, then after with its result); returns what the model gets. */
+async function read(plugin: Started, sessionID: string, filePath: string): Promise<string> {
+  const args = { filePath };
+  await plugin.touch(sessionID, "read", args);
+  const result = { title: "read", output: "file text", metadata: {} };
+  await plugin.hooks["tool.execute.after"]!({ tool: "read", sessionID, callID: `call-${Math.random()}`, args } as never, result as never);
+  return result.output;
+}
+
+describe("steps before the catalog is built", () => {
+  test("they do not wait for git's listing, read nothing git ignores, and get the always files once it is built", async () => {
+    const { root, plugin } = await slowListing({
+      "AGENTS.md": "root rules\n",
+      "pkg/AGENTS.md": "PKG-MARKER\n",
+      "pkg/src/a.ts": "",
+      "node_modules/lib/AGENTS.md": "IGNORED-MARKER\n",
+      "node_modules/lib/index.js": "",
+      "other/AGENTS.md": "---\ninclude: always\n---\nALWAYS-MARKER\n",
+    });
+    const began = performance.now();
+    const block = await plugin.step("ses_a");
+    const seen = [block ?? "", await read(plugin, "ses_a", join(root, "pkg/src/a.ts")), await read(plugin, "ses_a", join(root, "node_modules/lib/index.js"))].join("\n");
+    // Well within the listing's delay: a step that waited for it would take LISTING_DELAY_S at least.
+    expect(performance.now() - began).toBeLessThan((LISTING_DELAY_S * 1000) / 2);
+    expect(seen).toContain("PKG-MARKER");
+    expect(seen).not.toContain("IGNORED-MARKER");
+    expect(seen).not.toContain("ALWAYS-MARKER");
+    // Once the catalog is built, the always file rides on the next tool output, once; the ignored one never comes.
+    const later = await waitFor(async () => {
+      const output = await read(plugin, "ses_a", join(root, "pkg/src/a.ts"));
+      return output.includes("ALWAYS-MARKER") ? output : undefined;
+    }, (LISTING_DELAY_S + 6) * 1000, "the always file after the listing");
+    expect(later).not.toContain("IGNORED-MARKER");
+    expect(await read(plugin, "ses_a", join(root, "node_modules/lib/index.js"))).not.toContain("ALWAYS-MARKER");
+    expect(await plugin.step("ses_a")).toBe(block);
+  }, 20_000);
+
+  test("a directory git ignores through a nested .gitignore or a parent directory is not read either", async () => {
+    const { root, plugin } = await slowListing(
+      {
+        "AGENTS.md": "root rules\n",
+        "app/.gitignore": "generated/\n",
+        "app/generated/deep/AGENTS.md": "NESTED-IGNORE-MARKER\n",
+        "app/generated/deep/x.ts": "",
+        "build/out/AGENTS.md": "PARENT-IGNORE-MARKER\n",
+        "build/out/y.js": "",
+        "app/src/AGENTS.md": "APP-MARKER\n",
+        "app/src/z.ts": "",
+      },
+      "build\n",
+    );
+    await plugin.step("ses_b");
+    const outputs = [
+      await read(plugin, "ses_b", join(root, "app/generated/deep/x.ts")),
+      await read(plugin, "ses_b", join(root, "build/out/y.js")),
+      await read(plugin, "ses_b", join(root, "app/src/z.ts")),
+    ].join("\n");
+    expect(outputs).not.toContain("NESTED-IGNORE-MARKER");
+    expect(outputs).not.toContain("PARENT-IGNORE-MARKER");
+    expect(outputs).toContain("APP-MARKER");
+  }, 20_000);
+
+  test("a user message that came before the catalog is ranked once it is built: its agent file follows", async () => {
+    const { root, plugin } = await slowListing({
+      "AGENTS.md": "root rules\n",
+      "db/AGENTS.md": "---\ninclude: agent\ndescription: Database migrations, SQL schema changes and indexes\n---\n# Database migrations\n\nAGENT-DB-MARKER: every migration must be reversible.\n",
+      "src/app.ts": "",
+    });
+    const parts = [{ id: "prt_1", type: "text", text: "How do I write a reversible database migration for the SQL schema?" }];
+    await plugin.hooks["chat.message"]!({ sessionID: "ses_d", agent: "build" } as never, { message: { id: "msg_1" }, parts } as never);
+    const block = await plugin.step("ses_d");
+    expect(`${block}${JSON.stringify(parts)}`).not.toContain("AGENT-DB-MARKER");
+    await waitFor(async () => (await read(plugin, "ses_d", join(root, "src/app.ts"))).includes("AGENT-DB-MARKER"), (LISTING_DELAY_S + 6) * 1000, "the agent file after the listing");
+  }, 20_000);
+
+  test("a file with imports waits for the catalog: what git ignores anywhere decides what it may inline", async () => {
+    const { root, plugin } = await slowListing(
+      {
+        "AGENTS.md": "root rules\n",
+        "svc/AGENTS.md": "service rules\n@../secrets.md\n@../docs/style.md\n",
+        "svc/main.ts": "",
+        "secrets.md": "SECRET-MARKER\n",
+        "docs/style.md": "STYLE-MARKER\n",
+      },
+      "secrets.md\n",
+    );
+    await plugin.step("ses_c");
+    const output = await read(plugin, "ses_c", join(root, "svc/main.ts"));
+    expect(output).toContain("STYLE-MARKER");
+    expect(output).not.toContain("SECRET-MARKER");
+  }, 20_000);
+});
