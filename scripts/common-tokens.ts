@@ -1,8 +1,9 @@
 /**
- * Writes plugin/block/common-tokens.json: the o200k_base tokens of rank below RANK_LIMIT, in rank
- * order, as their UTF-8 bytes with a ready-made hash table (all base64 of typed arrays).
- * plugin/block/tokens.ts bounds token counts with them (see the proof there). Typed arrays decode
- * in ~1 ms and take ~1.3 MB; 32k JS strings in a Map took ~8 ms and 4-6 MB.
+ * Writes plugin/block/common-tokens.bin: the o200k_base tokens of rank below RANK_LIMIT, in rank
+ * order, as their UTF-8 bytes with a ready-made hash table, as typed arrays laid out for loading as
+ * they are (see the layout below). plugin/block/tokens.ts bounds token counts with them (see the
+ * proof there). Views over the file's bytes load in ~0.3 ms and take ~1.1 MB; the same arrays in
+ * base64 JSON took ~3.5 ms to decode, 32k JS strings in a Map ~8 ms and 4-6 MB.
  *
  * The set must be exactly "every token of rank < RANK_LIMIT" as gpt-tokenizer ranks them, not a
  * hand-picked subset: the bound replays BPE with only these merges, which is exact up to the first
@@ -64,16 +65,26 @@ kept.forEach((bytes, rank) => {
   slots[slot] = rank;
 });
 
-const base64 = (array: Int32Array) => Buffer.from(array.buffer, array.byteOffset, array.byteLength).toString("base64");
-const out = {
-  encoding: "o200k_base",
-  library: `gpt-tokenizer@${gptTokenizerPackage.version}`,
-  rankLimit: RANK_LIMIT,
-  bytes: Buffer.concat(kept).toString("base64"),
-  starts: base64(starts),
-  slots: base64(slots),
-};
-const path = new URL("../plugin/block/common-tokens.json", import.meta.url);
-writeFileSync(path, JSON.stringify(out) + "\n");
+// The layout: a little-endian Uint32 N, then N bytes of JSON (what the arrays are, and their
+// lengths), padded with spaces to a multiple of 4; then starts and slots (Int32, so they stay
+// 4-byte aligned), then the tokens' bytes.
+const tokenBytes = Buffer.concat(kept);
+let header = Buffer.from(
+  JSON.stringify({
+    encoding: "o200k_base",
+    library: `gpt-tokenizer@${gptTokenizerPackage.version}`,
+    rankLimit: RANK_LIMIT,
+    starts: starts.length,
+    slots: slots.length,
+    bytes: tokenBytes.length,
+  }),
+);
+header = Buffer.concat([header, Buffer.alloc((4 - ((4 + header.length) % 4)) % 4, " ")]);
+const length = Buffer.alloc(4);
+length.writeUInt32LE(header.length);
+const asBytes = (array: Int32Array) => Buffer.from(array.buffer, array.byteOffset, array.byteLength);
+const out = Buffer.concat([length, header, asBytes(starts), asBytes(slots), tokenBytes]);
+const path = new URL("../plugin/block/common-tokens.bin", import.meta.url);
+writeFileSync(path, out);
 const empty = kept.filter((bytes) => bytes.length === 0).length;
-console.log(`${RANK_LIMIT - empty} tokens (${empty} left out), ${(JSON.stringify(out).length / 1024).toFixed(0)} KB -> ${path.pathname}`);
+console.log(`${RANK_LIMIT - empty} tokens (${empty} left out), ${(out.length / 1024).toFixed(0)} KB -> ${path.pathname}`);

@@ -6,7 +6,7 @@
  * live. So they are computed in a child process, started on first need and let go when idle, and
  * the main thread has a cheap PROVABLE upper bound (`unitBound`) that decides most cases alone.
  */
-import { fork, type ChildProcess } from "node:child_process";
+import type { ChildProcess, fork as Fork } from "node:child_process";
 import { Buffer } from "node:buffer";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -24,7 +24,7 @@ import { MAX_UNIT, splitUnits } from "./units.ts";
 // on ties) until no adjacent pair is a token. Each merge removes one part, so a piece never costs
 // more than its byte count.
 //
-// common-tokens.json holds EVERY token of rank < R (R = 64,000 of ~200,000). Replaying BPE with only those ranks (others
+// common-tokens.bin holds EVERY token of rank < R (R = 64,000 of ~200,000). Replaying BPE with only those ranks (others
 // taken as infinite) makes exactly the same merges as the real run for as long as the real run's
 // lowest pair is below R, because the two see the same ranks there; when the replay stops, the real
 // run can only merge further, and merging only lowers the count. So the replay's part count is an
@@ -34,20 +34,20 @@ import { MAX_UNIT, splitUnits } from "./units.ts";
 /** Pieces longer than this (in bytes) cost their byte count: BPE is quadratic and such pieces are rare. */
 const MAX_REPLAYED_BYTES = 64;
 
-/** common-tokens.json (written by scripts/common-tokens.ts; base64 of little-endian typed arrays). */
+/** The header of common-tokens.bin (written by scripts/common-tokens.ts): the arrays' lengths. */
 interface CommonTokens {
   readonly rankLimit: number;
-  /** Every kept token's UTF-8 bytes, end to end in rank order. */
-  readonly bytes: string;
-  /** Int32: rank r's bytes are bytes[starts[r], starts[r + 1]) (empty: not kept). */
-  readonly starts: string;
-  /** Int32: open addressing by FNV-1a of the bytes, linear probing; a rank, or -1 for empty. */
-  readonly slots: string;
+  readonly starts: number;
+  readonly slots: number;
+  readonly bytes: number;
 }
 
 interface RankTable {
+  /** Every kept token's UTF-8 bytes, end to end in rank order. */
   readonly bytes: Uint8Array;
+  /** Rank r's bytes are bytes[starts[r], starts[r + 1]) (empty: not kept). */
   readonly starts: Int32Array;
+  /** Open addressing by FNV-1a of the bytes, linear probing; a rank, or -1 for empty. */
   readonly slots: Int32Array;
 }
 
@@ -60,25 +60,24 @@ function hashOf(bytes: Uint8Array, from: number, to: number): number {
   return hash >>> 0;
 }
 
-const int32s = (base64: string) => {
-  const bytes = Buffer.from(base64, "base64");
-  return new Int32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
-};
-
-/** Loaded on the first bound asked for, not at plugin start (measured: ~1.5 ms CPU, ~1.3 MB). */
-/** Loads the bound's table (~4 ms) now, so that the first block does not pay for it inside a step. */
+/** Loads the bound's table now, so that the first block does not pay for it inside a step. */
 export function warmBound(): void {
   rankTable();
 }
 
+/** The file's arrays as views over its bytes (little-endian Int32, as on every platform OpenCode runs): no decoding. */
 function rankTable(): RankTable {
   if (table) return table;
-  const common = JSON.parse(readFileSync(new URL("./common-tokens.json", import.meta.url), "utf8")) as CommonTokens;
-  return (table = Object.freeze({
-    bytes: new Uint8Array(Buffer.from(common.bytes, "base64")),
-    starts: int32s(common.starts),
-    slots: int32s(common.slots),
-  }));
+  const file = readFileSync(new URL("./common-tokens.bin", import.meta.url));
+  // Int32 views need a 4-byte aligned start; a buffer that does not begin at one is copied once.
+  const data = file.byteOffset % 4 === 0 ? file : Buffer.from(file);
+  const headerLength = data.readUInt32LE(0);
+  const common = JSON.parse(data.toString("utf8", 4, 4 + headerLength)) as CommonTokens;
+  const at = data.byteOffset + 4 + headerLength;
+  const starts = new Int32Array(data.buffer, at, common.starts);
+  const slots = new Int32Array(data.buffer, at + starts.byteLength, common.slots);
+  const bytes = new Uint8Array(data.buffer, slots.byteOffset + slots.byteLength, common.bytes);
+  return (table = Object.freeze({ bytes, starts, slots }));
 }
 
 /** The rank of piece[from, to) when it is a known token, else Infinity. */
@@ -235,7 +234,10 @@ function failAll(error: Error): void {
   pending.clear();
 }
 
-function startChild(): ChildProcess {
+/** node:child_process loads with the first exact count: most sessions never need one, and its import costs start-up ~3 ms. */
+let forkLoaded: Promise<typeof Fork> | undefined;
+
+function startChild(fork: typeof Fork): ChildProcess {
   starts++;
   const peer = fork(fileURLToPath(workerUrl), [], {
     execArgv: [],
@@ -279,9 +281,11 @@ function becomeIdle(peer: ChildProcess): void {
  */
 const REQUEST_TIMEOUT_MS = 15_000;
 
-function request(units: readonly string[]): Promise<readonly number[]> {
+async function request(units: readonly string[]): Promise<readonly number[]> {
   clearTimeout(idleTimer);
-  const peer = (child ??= startChild());
+  const fork = await (forkLoaded ??= import("node:child_process").then((module) => module.fork));
+  clearTimeout(idleTimer);
+  const peer = (child ??= startChild(fork));
   holdProcess(peer, true);
   const id = nextId++;
   return new Promise((resolve, reject) => {

@@ -111,6 +111,8 @@ describe("countUnits", () => {
     await disposeTokens();
     // Killed while it loads its tables (~0.4 s), so it cannot have answered first.
     const pending = countUnits(["a unit nobody asked for before\n"]);
+    // The counter starts once node:child_process has loaded (on the first exact count).
+    await until(() => tokenStats().pid !== undefined, 2_000);
     const { pid } = tokenStats();
     process.kill(pid!, "SIGKILL");
     await expect(pending).rejects.toThrow(/token counter process exited/);
@@ -174,7 +176,8 @@ describe("unitBound", () => {
 
   test("splits with gpt-tokenizer's own o200k regex and knows every shipped token as one", async () => {
     const { default: bpe } = await import("gpt-tokenizer/bpeRanks/o200k_base");
-    const common = JSON.parse(readFileSync(new URL("../../plugin/block/common-tokens.json", import.meta.url), "utf8")) as { rankLimit: number };
+    const file = readFileSync(new URL("../../plugin/block/common-tokens.bin", import.meta.url));
+    const common = JSON.parse(file.toString("utf8", 4, 4 + file.readUInt32LE(0))) as { rankLimit: number };
     let checked = 0;
     for (let rank = 0; rank < common.rankLimit; rank += 7) {
       const token = bpe[rank];
