@@ -17,7 +17,7 @@ import { HOST_MARKER, hostCarries, hostEntryPaths, stripReminder } from "./host/
 import { CONTEXT_TOOL, toolPaths } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
 import { isInside, relativePosix, statPrint } from "./paths.ts";
-import { contextNamesOf, gitIgnoredDirs } from "./files/worktree-index.ts";
+import { contextNamesOf, NearIgnores, readIgnoreBasis } from "./files/worktree-index.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { applyRules, awaitedBy, CRITICAL_TIER, hasImports, type Ruled } from "./rules/apply.ts";
 import { Catalog } from "./rules/catalog.ts";
@@ -65,6 +65,14 @@ const CRITICAL_FRAME_TOKENS = 64;
 const MAX_REAL_PATHS = 16_384;
 /** Below this many tokens left in a step, nothing more is delivered until the next step. */
 const MIN_DELIVERY_TOKENS = 64;
+/**
+ * The catalog is built once the steps have left the event loop alone this long (or, under steady
+ * work, CATALOG_MAX_DEFER_MS after start): its git walks and reads would otherwise share the CPU
+ * with the first steps of a session that starts at once. OpenCode sends a session's first message
+ * 0.2-1.3 s after it starts the plugin (measured), so there it starts right away.
+ */
+const CATALOG_QUIET_MS = 50;
+const CATALOG_MAX_DEFER_MS = 1000;
 
 /**
  * The plugin's shared state and the work behind every hook: what each session touched, one store
@@ -100,15 +108,18 @@ export class Engine {
    * reads waiting for none to be: the catalog gives way to steps.
    */
   private reading = 0;
+  /** When a step last read its hierarchy: the catalog waits for a quiet moment. */
+  private lastRead = -Infinity;
   private waitingForCatalog = 0;
   private readonly idleWaiters: (() => void)[] = [];
-  /** git could not say what it ignores (no repository, no git): steps wait for the catalog's walk instead. */
-  private gitCannotAnswer = false;
   /**
-   * Until the catalog is built: which directories git ignores, asked of git for the directories a
-   * step is about to read (real path → ignored). Steps do not wait for the worktree's listing.
+   * Until the catalog is built: what git ignores, from its settings and the .gitignore files on the
+   * way to the directories a step is about to read (undefined when git cannot tell: no repository,
+   * no git; steps wait for the catalog's walk then). Steps do not wait for the worktree's listing.
    */
-  private readonly ignoredBeforeIndex = new Map<string, boolean>();
+  private near: Promise<NearIgnores | undefined> | undefined;
+  /** `near` once it answers. */
+  private nearNow: NearIgnores | undefined;
 
   /** Undefined when records are off. */
   readonly records: RecordsWriter | undefined;
@@ -153,7 +164,11 @@ export class Engine {
     if (this.catalogReady !== undefined || this.disposed) return;
     this.librariesLoaded = librariesLoaded;
     this.catalogBuilding = true;
-    this.catalogReady = Catalog.build({
+    const indexLog = (level: "warn" | "info", message: string) => log.once(`index:${message}`, level, message);
+    const basis = readIgnoreBasis(this.store.realRoot, indexLog);
+    this.near = basis.then((answer) => (answer.ok ? (this.nearNow = new NearIgnores(this.store.realRoot, answer, indexLog)) : undefined));
+    this.catalogReady = this.quietMoment().then(() => Catalog.build({
+      basis,
       worktree: this.store.realRoot,
       fileNames: options.fileNames,
       rules: options.rules,
@@ -163,7 +178,7 @@ export class Engine {
       log,
       readsAfter: librariesLoaded,
       giveWay: () => (this.reading === this.waitingForCatalog ? undefined : new Promise<void>((resolve) => this.idleWaiters.push(resolve))),
-    }).then(
+    })).then(
       (catalog) => {
         if (this.disposed) catalog.dispose();
         else this.catalog = catalog;
@@ -171,41 +186,46 @@ export class Engine {
       (error: unknown) => log.once("catalog", "warn", `the worktree's always, agent and manual files are not known: ${String(error)}`),
     ).finally(() => {
       this.catalogBuilding = false;
-      this.ignoredBeforeIndex.clear();
+      this.nearNow = undefined;
     });
   }
 
-  /** Whether git ignores `dir` (a real directory below the root): the index says, or git did before it was built. */
+  /** Resolves once no step has read for CATALOG_QUIET_MS (or CATALOG_MAX_DEFER_MS from now), or a step waits for the catalog. */
+  private async quietMoment(): Promise<void> {
+    const latest = performance.now() + CATALOG_MAX_DEFER_MS;
+    for (;;) {
+      const now = performance.now();
+      const quietIn = this.lastRead + CATALOG_QUIET_MS - now;
+      if ((quietIn <= 0 && this.reading === this.waitingForCatalog) || this.waitingForCatalog > 0 || now >= latest || this.disposed) return;
+      await new Promise((resolve) => setTimeout(resolve, Math.max(1, Math.min(quietIn, latest - now))));
+    }
+  }
+
+  /** Whether git ignores `dir` (a real directory below the root): the index says, or NearIgnores before it is built. */
   private isIgnored(dir: string): boolean {
-    if (this.catalogBuilding) return this.ignoredBeforeIndex.get(dir) === true;
-    return this.catalog?.index?.isIgnored(`${relativePosix(this.store.realRoot, dir)}/`) === true;
+    const rel = `${relativePosix(this.store.realRoot, dir)}/`;
+    if (this.catalogBuilding) return this.nearNow?.isIgnored(rel) === true;
+    return this.catalog?.index?.isIgnored(rel) === true;
   }
 
   /**
-   * Before the catalog is built, the directories the session's walks visit are asked of git (one
-   * `git check-ignore` for those not asked yet), so that a step reads nothing git ignores without
-   * waiting for the worktree's listing. When git cannot answer, the step waits for the catalog.
+   * Before the catalog is built, the .gitignore files on the way to every directory the session's
+   * walks visit are read (NearIgnores), so that a step reads nothing git ignores without waiting for
+   * the worktree's listing. When git cannot tell what it ignores, the step waits for the catalog.
    */
-  private async askIgnored(session: Session): Promise<void> {
+  private async prepareIgnores(session: Session): Promise<void> {
     if (!this.catalogBuilding) return;
-    if (this.gitCannotAnswer) return this.catalogBuilt();
+    const near = await this.near;
+    if (near === undefined) return this.catalogBuilt();
     const root = this.store.realRoot;
-    const asked = new Set<string>();
+    const dirs = new Set<string>();
     const paths = [{ path: this.settings.directory, isFile: false }, ...session.touched.values(), ...session.pins.values()];
     for (const { path, isFile } of paths) {
       const start = this.store.resolveStart(path, isFile);
       if (start === undefined) continue;
-      for (const dir of this.store.walkOf(start)) if (dir !== root && !this.ignoredBeforeIndex.has(dir)) asked.add(dir);
+      for (const dir of this.store.walkOf(start)) if (dir !== root) dirs.add(`${relativePosix(root, dir)}/`);
     }
-    if (asked.size === 0) return;
-    const dirs = [...asked];
-    const ignored = await gitIgnoredDirs(root, dirs.map((dir) => `${relativePosix(root, dir)}/`));
-    if (ignored === undefined) {
-      this.gitCannotAnswer = true;
-      return this.catalogBuilt();
-    }
-    if (!this.catalogBuilding) return;
-    for (const dir of dirs) this.ignoredBeforeIndex.set(dir, ignored.has(`${relativePosix(root, dir)}/`));
+    await near.prepare(dirs);
   }
 
   get delivery(): "stable" | "system" {
@@ -695,10 +715,12 @@ export class Engine {
 
   private async raw(session: Session, ordered: boolean, since: number): Promise<Hierarchy> {
     this.reading++;
+    this.lastRead = performance.now();
     try {
       return await this.readHierarchy(session, ordered, since);
     } finally {
       this.reading--;
+      this.lastRead = performance.now();
       this.wakeCatalog();
     }
   }
@@ -709,6 +731,8 @@ export class Engine {
     this.wakeCatalog();
     try {
       await this.catalogReady;
+      // Not in the task that finished the catalog: the step's own work runs in a task of its own.
+      await new Promise<void>((resolve) => setTimeout(resolve, 0));
     } finally {
       this.waitingForCatalog--;
     }
@@ -741,7 +765,7 @@ export class Engine {
         if (hierarchy !== undefined) this.hierarchies.set(session, { ...memo, key, evictions: session.evictions, hierarchy });
       }
       if (hierarchy === undefined) {
-        await this.askIgnored(session);
+        await this.prepareIgnores(session);
         hierarchy = await hierarchyOf(this.store, this.settings.directory, [...session.touched.values()], [...session.pins.values()]);
         const base = `${generation}:${session.pinRevision}:${session.order}`;
         this.hierarchies.set(session, { key, base, evictions: session.evictions, order: session.order, hierarchy });

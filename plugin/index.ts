@@ -77,6 +77,8 @@ async function warmUp(log: Logger): Promise<void> {
       log.log("warn", `could not preload a library (it loads on first use): ${String(error)}`);
     }
   }
+  // Settled in a task of its own: a step waiting for this must not run in the last load's task.
+  await new Promise<void>((resolve) => setTimeout(resolve, 0));
 }
 
 export default ProjectContext;

@@ -18,6 +18,8 @@ export interface IndexOptions {
   readonly log?: (level: "warn" | "info", message: string) => void;
   /** How long git may take before the walk is used instead. Default GIT_TIMEOUT_MS. */
   readonly gitTimeoutMs?: number;
+  /** git's settings of ignoring, when the caller asked for them already (readIgnoreBasis); else asked here. */
+  readonly basis?: Promise<IgnoreBasisResult>;
 }
 
 /**
@@ -109,8 +111,9 @@ export async function buildWorktreeIndex(options: IndexOptions): Promise<Worktre
   const log = options.log ?? (() => {});
   const names = contextNamesOf(options.fileNames);
   const classify = candidateClassifier(names, compileRules(options.rules, log));
+  const basis = options.basis ?? readIgnoreBasis(options.worktree, log, options.gitTimeoutMs);
   const listed =
-    (await listWithGit(options, names.local, classify, new Budget(options.maxEntries), log)) ??
+    (await listWithGit(options, names.local, classify, new Budget(options.maxEntries), log, basis)) ??
     (await listWithWalk(options.worktree, classify, new Budget(options.maxEntries), log));
   if (listed.truncated) {
     log("warn", `worktree index: listing stopped early (${listed.why}); context files past that point are not found`);
@@ -464,31 +467,6 @@ function candidatePathspecs(options: IndexOptions): string[] | undefined {
   return specs;
 }
 
-/** Directories asked of git at most per call of gitIgnoredDirs: past that, the caller waits for the index. */
-export const MAX_IGNORE_QUESTIONS = 1024;
-
-/**
- * Which of `dirs` (worktree-relative, each ending in "/") git ignores, asked of git itself (`git
- * check-ignore --no-index`, the very question the index answers from memory: a directory inside an
- * ignored one is ignored too). For the moments before the index is built; undefined when git cannot
- * answer (no git, not a repository, too many questions): the caller waits for the index then.
- */
-export async function gitIgnoredDirs(worktree: string, dirs: readonly string[]): Promise<ReadonlySet<string> | undefined> {
-  if (dirs.length > MAX_IGNORE_QUESTIONS) return undefined;
-  if (dirs.length === 0) return new Set();
-  // Exit code 1: none of them is ignored. It takes paths as they are written (no pathspec magic).
-  // One path a line (-z needs --stdin): with quotePath off, git quotes only a name with a quote, a
-  // backslash or a control character, and such an answer is not taken (the index will tell).
-  const args = ["-c", "core.quotePath=false", "check-ignore", "--no-index", "--", ...dirs];
-  const result = await new GitRunner(worktree, GIT_TIMEOUT_MS).output(args, [1]);
-  if (!result.ok) return undefined;
-  const ignored = new Set(result.stdout.split("\n").filter((rel) => rel !== ""));
-  // Paths it was not asked about (a quoted name) are not an answer: git echoes the paths it was given.
-  const asked = new Set(dirs);
-  for (const rel of ignored) if (!asked.has(rel)) return undefined;
-  return ignored;
-}
-
 /**
  * The git listing, or undefined when git is absent, fails, or is too slow (the walk is used then).
  * All of git's commands run at once; paths stream in (a monorepo lists hundreds of thousands).
@@ -499,6 +477,7 @@ async function listWithGit(
   classify: Classifier,
   budget: Budget,
   log: Log,
+  basisAsked: Promise<IgnoreBasisResult>,
 ): Promise<Listing | undefined> {
   const git = new GitRunner(options.worktree, options.gitTimeoutMs ?? GIT_TIMEOUT_MS);
   const candidates: Candidate[] = [];
@@ -518,43 +497,120 @@ async function listWithGit(
   const ignoredPathspecs = [...localNames, ".gitignore"].map((name) => `:(glob)**/${escapeWildmatch(name)}`);
   const listedPathspecs = candidatePathspecs(options);
   // The listings first: they walk the worktree, the longest part.
-  const [tracked, ignored, layout, config] = await Promise.all([
+  const [tracked, ignored, basis] = await Promise.all([
     git.list(["ls-files", "-z", "--cached", "--others", "--exclude-standard", ...(listedPathspecs === undefined ? [] : ["--", ...listedPathspecs])], budget, take),
     // Local variants are usually ignored, and a .gitignore may ignore itself (`*` in .venv/.gitignore) yet
     // applies: both are asked for among ignored files. --directory keeps git out of ignored directories.
     git.list(["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory", "--", ...ignoredPathspecs], budget, take),
-    git.output(["rev-parse", "--show-toplevel", "--show-prefix", "--git-path", "info/exclude"]),
-    readIgnoreConfig(git),
+    basisAsked,
   ]);
-  const failed = [tracked, ignored, layout, config].find((run) => !run.ok);
-  const lines = layout.ok ? layout.stdout.split("\n") : [];
-  if (!config.ok || failed !== undefined || lines.length !== 4) {
-    log("info", `worktree index: git did not list the worktree (${failed?.why ?? "unexpected rev-parse output"}); walking it instead`);
+  const failed = [tracked, ignored, basis].find((run) => !run.ok);
+  if (failed !== undefined || !basis.ok) {
+    log("info", `worktree index: git did not list the worktree (${failed?.why ?? "no answer"}); walking it instead`);
     return undefined;
   }
+  const rules = new IgnoreRules(basis.prefix, basis.repositoryWide, basis.ignoreCase);
+  // The .gitignore files of the directories above the worktree (up to the repository's top) apply too.
+  const gitignoreFiles = [
+    ...aboveWorktree(basis),
+    ...gitignores.map((rel) => ({ dir: basis.prefix + rel.slice(0, -".gitignore".length), path: join(options.worktree, rel) })),
+  ];
+  await addIgnoreFiles(rules, gitignoreFiles, basis.ignoreCase, log);
+  const why = budget.overflowed ? `git listed more than maxEntries (${options.maxEntries}) paths` : `paths deeper than ${MAX_DEPTH} levels are left out`;
+  return { source: "git", candidates, rules, truncated: budget.overflowed || tooDeep, why };
+}
+
+/** What git says of ignoring in a worktree besides the .gitignore files below it. */
+export interface IgnoreBasis {
+  readonly ok: true;
+  /** The repository's top directory, and the worktree's path in it ("" or "sub/dir/"). */
+  readonly toplevel: string;
+  readonly prefix: string;
+  /** $GIT_DIR/info/exclude, then core.excludesFile: the lists that apply to every path, in git's order. */
+  readonly repositoryWide: readonly Ignore[];
+  readonly ignoreCase: boolean;
+}
+export type IgnoreBasisResult = IgnoreBasis | GitFailure;
+
+/**
+ * git's layout and settings of ignoring (rev-parse, config: two short gits) and the repository-wide
+ * lists they name, read once: the index's rules start from it, and so do the answers NearIgnores
+ * gives before the index is built. A failure (no git, no repository, too slow) says why.
+ */
+export async function readIgnoreBasis(worktree: string, log: Log, timeoutMs = GIT_TIMEOUT_MS): Promise<IgnoreBasisResult> {
+  const git = new GitRunner(worktree, timeoutMs);
+  const [layout, config] = await Promise.all([git.output(["rev-parse", "--show-toplevel", "--show-prefix", "--git-path", "info/exclude"]), readIgnoreConfig(git)]);
+  if (!layout.ok) return layout;
+  if (!config.ok) return config;
+  const lines = layout.stdout.split("\n");
+  if (lines.length !== 4) return { ok: false, code: null, why: "unexpected rev-parse output" };
   const [toplevel = "", prefix = "", excludePath = ""] = lines;
   const userFile = config.excludesFile ?? defaultExcludesFile();
-  // The .gitignore files of the directories above the worktree (up to the repository's top) apply too.
-  const above = prefix === "" ? [] : directoriesAbove(prefix);
-  const gitignoreFiles = [
-    ...above.map((dir) => ({ dir, path: join(toplevel, dir, ".gitignore") })),
-    ...gitignores.map((rel) => ({ dir: prefix + rel.slice(0, -".gitignore".length), path: join(options.worktree, rel) })),
-  ];
-  const [excludeText, userText, gitignoreTexts] = await Promise.all([
-    readIgnoreFile(resolve(options.worktree, excludePath), true, log),
-    userFile === undefined ? undefined : readIgnoreFile(resolve(options.worktree, userFile), true, log),
-    inBatches(gitignoreFiles, WALK_CONCURRENCY, (file) => readIgnoreFile(file.path, false, log)),
+  const [excludeText, userText] = await Promise.all([
+    readIgnoreFile(resolve(worktree, excludePath), true, log),
+    userFile === undefined ? undefined : readIgnoreFile(resolve(worktree, userFile), true, log),
   ]);
   const parse = (text: string | undefined, where: string): Ignore | undefined =>
     text === undefined ? undefined : parseIgnoreFile(text, config.ignoreCase, where, log);
   const repositoryWide = [parse(excludeText, excludePath), parse(userText, userFile ?? "")].filter((list) => list !== undefined);
-  const rules = new IgnoreRules(prefix, repositoryWide, config.ignoreCase);
-  gitignoreFiles.forEach((file, i) => {
-    const list = parse(gitignoreTexts[i], file.path);
+  return { ok: true, toplevel, prefix, repositoryWide, ignoreCase: config.ignoreCase };
+}
+
+/** The .gitignore files of the directories above the worktree, up to the repository's top (they apply too). */
+const aboveWorktree = (basis: IgnoreBasis): { dir: string; path: string }[] =>
+  (basis.prefix === "" ? [] : directoriesAbove(basis.prefix)).map((dir) => ({ dir, path: join(basis.toplevel, dir, ".gitignore") }));
+
+/** Reads `files` (.gitignore files, each with its repository-relative directory) into `rules`; an absent one adds nothing. */
+async function addIgnoreFiles(rules: IgnoreRules, files: readonly { dir: string; path: string }[], ignoreCase: boolean, log: Log): Promise<void> {
+  const texts = await inBatches(files, WALK_CONCURRENCY, (file) => readIgnoreFile(file.path, false, log));
+  files.forEach((file, i) => {
+    const text = texts[i];
+    const list = text === undefined ? undefined : parseIgnoreFile(text, ignoreCase, file.path, log);
     if (list !== undefined) rules.add(file.dir, list);
   });
-  const why = budget.overflowed ? `git listed more than maxEntries (${options.maxEntries}) paths` : `paths deeper than ${MAX_DEPTH} levels are left out`;
-  return { source: "git", candidates, rules, truncated: budget.overflowed || tooDeep, why };
+}
+
+/**
+ * What git ignores below a worktree before the index has listed it: the basis, and the .gitignore
+ * files of a directory and of every directory above it, read the first time a directory below is
+ * prepared (the index reads the same files, so it gives the same answers). Only a prepared directory
+ * is answered for.
+ */
+export class NearIgnores {
+  private readonly rules: IgnoreRules;
+  /** Worktree-relative directory ("" or "a/b/") → its .gitignore read (or found absent). */
+  private readonly loaded = new Map<string, Promise<void>>();
+  private readonly ready: Promise<void>;
+
+  constructor(
+    private readonly worktree: string,
+    private readonly basis: IgnoreBasis,
+    private readonly log: Log,
+  ) {
+    this.rules = new IgnoreRules(basis.prefix, basis.repositoryWide, basis.ignoreCase);
+    this.ready = addIgnoreFiles(this.rules, aboveWorktree(basis), basis.ignoreCase, log);
+  }
+
+  /** Reads the .gitignore files of `dirs` (worktree-relative, "a/b/") and of the directories above them, once each. */
+  async prepare(dirs: Iterable<string>): Promise<void> {
+    const reads: Promise<void>[] = [this.ready];
+    for (const dir of dirs) {
+      for (const on of [dir, ...directoriesAbove(dir)]) {
+        let read = this.loaded.get(on);
+        if (read === undefined) {
+          read = addIgnoreFiles(this.rules, [{ dir: this.basis.prefix + on, path: join(this.worktree, on, ".gitignore") }], this.basis.ignoreCase, this.log);
+          this.loaded.set(on, read);
+        }
+        reads.push(read);
+      }
+    }
+    await Promise.all(reads);
+  }
+
+  /** Whether git ignores directory `dir` ("a/b/"); undefined unless it was prepared. */
+  isIgnored(dir: string): boolean | undefined {
+    return this.loaded.has(dir) ? this.rules.isIgnored(dir) : undefined;
+  }
 }
 
 async function inBatches<T, R>(items: readonly T[], size: number, work: (item: T) => Promise<R>): Promise<R[]> {
@@ -679,15 +735,15 @@ class GitRunner {
     this.deadline = AbortSignal.timeout(timeoutMs);
   }
 
-  /** A short command's whole output; `answers`: exit codes that are answers, not failures (besides 0). */
-  output(args: readonly string[], answers: readonly number[] = []): Promise<GitResult> {
+  /** A short command's whole output. */
+  output(args: readonly string[]): Promise<GitResult> {
     const chunks: Buffer[] = [];
     let bytes = 0;
     return this.run(args, (chunk) => {
       chunks.push(chunk);
       bytes += chunk.length;
       return bytes < MAX_PATH_BYTES;
-    }, answers).then((result) => (result.ok ? { ...result, stdout: Buffer.concat(chunks).toString("utf8") } : result));
+    }).then((result) => (result.ok ? { ...result, stdout: Buffer.concat(chunks).toString("utf8") } : result));
   }
 
   /** A `-z` listing, path by path, without holding the whole output. Stops (killing git) once `budget` is spent. */
@@ -710,7 +766,7 @@ class GitRunner {
    * Starts git (no shell) and feeds its stdout to `onData`, which answers whether to go on (`false`: the
    * output is refused, a failure; "stop": enough was read, a success). Either ends git at once.
    */
-  private async run(args: readonly string[], onData: (chunk: Buffer) => boolean | "stop", answers: readonly number[] = []): Promise<GitResult> {
+  private async run(args: readonly string[], onData: (chunk: Buffer) => boolean | "stop"): Promise<GitResult> {
     const turn = this.turn.then(() => new Promise<void>((resolve) => setImmediate(resolve)));
     this.turn = turn;
     await turn;
@@ -726,7 +782,7 @@ class GitRunner {
     if (this.deadline.aborted) kill();
     try {
       const [verdict, stderr, code] = await Promise.all([feed(child.stdout, onData, kill), head(child.stderr, 1000), child.exited]);
-      if (verdict === "stop" || (verdict && (code === 0 || (code !== null && answers.includes(code))))) return { ok: true, stdout: "" };
+      if (verdict === "stop" || (verdict && code === 0)) return { ok: true, stdout: "" };
       const why = this.deadline.aborted && code === null ? "timed out" : !verdict ? "output not understood" : `git ${args[0]} exited with ${code}: ${stderr.trim().split("\n")[0] ?? ""}`;
       return { ok: false, code, why };
     } catch (error) {

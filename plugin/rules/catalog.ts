@@ -3,7 +3,7 @@ import { basename, dirname, join } from "node:path";
 import type { FileVersion } from "../files/contained.ts";
 import { decodeText, RACY_MS, readContained, readContainedHead } from "../files/contained.ts";
 import { parseFrontmatter } from "../files/frontmatter.ts";
-import { buildWorktreeIndex, contextNamesOf, type WorktreeIndex } from "../files/worktree-index.ts";
+import { buildWorktreeIndex, contextNamesOf, type IgnoreBasisResult, type WorktreeIndex } from "../files/worktree-index.ts";
 import type { Logger } from "../log.ts";
 import { relativePosix, statPrint } from "../paths.ts";
 import { readContract, type Contract } from "./contract.ts";
@@ -20,6 +20,8 @@ export interface CatalogOptions {
   readonly log: Logger;
   /** The reads wait for this (start-up's library loads): the index is listed meanwhile, and no read loads a library in one go. */
   readonly readsAfter?: Promise<unknown>;
+  /** git's settings of ignoring, asked for already (see readIgnoreBasis). */
+  readonly basis?: Promise<IgnoreBasisResult>;
   /** Before each slice of reads: a promise to wait for while steps are reading (they come first), else undefined. */
   readonly giveWay?: () => Promise<void> | undefined;
 }
@@ -77,20 +79,29 @@ export class Catalog {
         rules: options.rules,
         maxEntries: options.maxEntries,
         log: (level, message) => options.log.once(`index:${message}`, level, message),
+        ...(options.basis === undefined ? {} : { basis: options.basis }),
       });
     } catch (error) {
       options.log.once("index:failed", "warn", `worktree index: could not be built (${String(error)}); always, agent and manual files are not found`);
     }
     await options.readsAfter;
-    await options.giveWay?.();
+    // Each slice in an event-loop task of its own, after the steps reading then: woken as a step
+    // ends, a slice would otherwise run in that step's task and lengthen it.
+    const turn = async (): Promise<void> => {
+      for (;;) {
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        const steps = options.giveWay?.();
+        if (steps === undefined) return;
+        await steps;
+      }
+    };
+    await turn();
     const catalog = new Catalog(options, index);
-    // Reads run in slices of SLICE_MS at most, each after the steps reading then: building never
-    // blocks the event loop for long, nor holds up a step.
+    // Reads run in slices of SLICE_MS at most: building never blocks the event loop for long, nor holds up a step.
     let sliceEnd = performance.now() + SLICE_MS;
     for (const rel of index?.files ?? []) {
       if (performance.now() > sliceEnd) {
-        await new Promise((resolve) => setTimeout(resolve, 0));
-        await options.giveWay?.();
+        await turn();
         sliceEnd = performance.now() + SLICE_MS;
       }
       // The index lists only files that may load: no need to ask it again for each.
