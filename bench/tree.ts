@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 
-const VERSION = 6;
+const VERSION = 7;
 const DEEP_SEGMENTS = ["src", "modules", "core", "domain", "handlers", "http", "v2", "routes"];
 const COMPLETE = ".bench-complete";
 const MANIFEST = ".bench-manifest.json";
@@ -98,7 +98,8 @@ export function generateTree(files: number, seed: number): Tree {
   const depth = [0];
   const context: Record<number, string[]> = { 0: ["AGENTS.md"] };
   const deepLeaves: number[] = [];
-  const chains = Math.max(4, Math.min(40, Math.floor(files / 100)));
+  // One more than the start-up probe's ten steps use: its last chain is met once start-up has settled.
+  const chains = Math.max(4, Math.min(40, Math.floor(files / 100) + 1));
   for (let c = 0; c < chains; c++) {
     let rel = "";
     for (const segment of [`deep-${c}`, ...DEEP_SEGMENTS]) {

@@ -73,6 +73,8 @@ const MIN_DELIVERY_TOKENS = 64;
  */
 const CATALOG_QUIET_MS = 50;
 const CATALOG_MAX_DEFER_MS = 1000;
+/** User messages kept per session for ranking once the catalog is built. */
+const MAX_UNRANKED = 8;
 
 /**
  * The plugin's shared state and the work behind every hook: what each session touched, one store
@@ -186,6 +188,7 @@ export class Engine {
       (error: unknown) => log.once("catalog", "warn", `the worktree's always, agent and manual files are not known: ${String(error)}`),
     ).finally(() => {
       this.catalogBuilding = false;
+      this.near = undefined;
       this.nearNow = undefined;
     });
   }
@@ -342,7 +345,11 @@ export class Engine {
     session.messageID = messageID;
     if (agent !== undefined) session.agent = agent;
     // Before the catalog is built, the message is ranked when it is (at the session's next step).
-    if (this.catalogBuilding) session.unranked.push(text);
+    if (this.catalogBuilding) {
+      // A few at most: the catalog is built within seconds, and older messages matter least.
+      if (session.unranked.length >= MAX_UNRANKED) session.unranked.shift();
+      session.unranked.push(text);
+    }
     else this.attach(session, text);
     if (this.delivery !== "stable") return "";
     return session.serially(async () => {

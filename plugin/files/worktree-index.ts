@@ -1,4 +1,4 @@
-import { constants, type Dirent } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readSync, type Dirent } from "node:fs";
 import { open, opendir } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { homedir } from "node:os";
@@ -416,6 +416,35 @@ async function readIgnoreFile(path: string, followLinks: boolean, log: Log): Pro
   }
 }
 
+/**
+ * readIgnoreFile for a file inside the worktree, synchronously: for NearIgnores, which reads the few
+ * .gitignore files on a new chain's way inside a step (each awaited read would hand the loop to
+ * whatever else is queued). Opened without following a link and without blocking (a FIFO), and read
+ * only when it is a regular file; one that grew since its size was taken is cut at its last line end.
+ */
+function readIgnoreFileSync(path: string, log: Log): string | undefined {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
+  } catch {
+    return undefined;
+  }
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile()) return undefined;
+    const buffer = Buffer.allocUnsafe(Math.min(stat.size, MAX_IGNORE_FILE_BYTES) + 1);
+    let length = 0;
+    for (let read = -1; read !== 0 && length < buffer.length; length += read) read = readSync(fd, buffer, length, buffer.length - length, length);
+    if (length < buffer.length) return buffer.toString("utf8", 0, length);
+    if (length > MAX_IGNORE_FILE_BYTES) log("warn", `${path} is larger than ${MAX_IGNORE_FILE_BYTES} bytes: its patterns past that are not used`);
+    return buffer.toString("utf8", 0, buffer.lastIndexOf(10, length - 1) + 1);
+  } catch {
+    return undefined;
+  } finally {
+    closeSync(fd);
+  }
+}
+
 // ---- listing ----
 
 interface Listing {
@@ -578,8 +607,8 @@ async function addIgnoreFiles(rules: IgnoreRules, files: readonly { dir: string;
  */
 export class NearIgnores {
   private readonly rules: IgnoreRules;
-  /** Worktree-relative directory ("" or "a/b/") → its .gitignore read (or found absent). */
-  private readonly loaded = new Map<string, Promise<void>>();
+  /** Worktree-relative directories ("" or "a/b/") whose .gitignore was read (or found absent). */
+  private readonly loaded = new Set<string>();
   private readonly ready: Promise<void>;
 
   constructor(
@@ -593,18 +622,17 @@ export class NearIgnores {
 
   /** Reads the .gitignore files of `dirs` (worktree-relative, "a/b/") and of the directories above them, once each. */
   async prepare(dirs: Iterable<string>): Promise<void> {
-    const reads: Promise<void>[] = [this.ready];
+    await this.ready;
     for (const dir of dirs) {
+      if (this.loaded.has(dir)) continue;
       for (const on of [dir, ...directoriesAbove(dir)]) {
-        let read = this.loaded.get(on);
-        if (read === undefined) {
-          read = addIgnoreFiles(this.rules, [{ dir: this.basis.prefix + on, path: join(this.worktree, on, ".gitignore") }], this.basis.ignoreCase, this.log);
-          this.loaded.set(on, read);
-        }
-        reads.push(read);
+        if (this.loaded.has(on)) continue;
+        this.loaded.add(on);
+        const text = readIgnoreFileSync(join(this.worktree, on, ".gitignore"), this.log);
+        const list = text === undefined ? undefined : parseIgnoreFile(text, this.basis.ignoreCase, join(on, ".gitignore"), this.log);
+        if (list !== undefined) this.rules.add(this.basis.prefix + on, list);
       }
     }
-    await Promise.all(reads);
   }
 
   /** Whether git ignores directory `dir` ("a/b/"); undefined unless it was prepared. */
