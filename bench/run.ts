@@ -192,7 +192,9 @@ A step: the tool calls (\`tool.execute.before\`, \`tool.execute.after\`; paralle
 next request's \`experimental.chat.messages.transform\` and \`experimental.chat.system.transform\`, default options,
 on directories picked at random among those the session touched. (a) re-walks, re-stats and re-reads every
 chain each step; (b) stats every chain file each step, re-reads only what changed. The three run interleaved
-(order rotated) in one fresh process, after the session touched all the directories and 10 warm-up steps; a series
+(order rotated) in one fresh process, after the session touched all the directories, a 3 s pause (start-up's
+background work, the worktree catalog, is done by then, as it is in OpenCode before its first message) and 10
+warm-up steps; a series
 runs at least 200 steps and 6 s, and stops at 2,000 steps or 25 s (fewer steps then: see the last column).
 
 ${table(["repo", "calls/step", "ours", "(a) naive", "(b) stat cache", "(b)/ours p50", "steps"], stepRows)}
