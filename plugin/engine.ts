@@ -114,6 +114,9 @@ export class Engine {
   private lastRead = -Infinity;
   private waitingForCatalog = 0;
   private readonly idleWaiters: (() => void)[] = [];
+  /** Something waits for the catalog (a step that needs it, the tool, explain): it starts at once. */
+  private catalogWanted = false;
+  private wakeQuiet: (() => void) | undefined;
   /**
    * Until the catalog is built: what git ignores, from its settings and the .gitignore files on the
    * way to the directories a step is about to read (undefined when git cannot tell: no repository,
@@ -193,14 +196,17 @@ export class Engine {
     });
   }
 
-  /** Resolves once no step has read for CATALOG_QUIET_MS (or CATALOG_MAX_DEFER_MS from now), or a step waits for the catalog. */
+  /** Resolves once no step has read for CATALOG_QUIET_MS (or CATALOG_MAX_DEFER_MS from now), or something waits for the catalog. */
   private async quietMoment(): Promise<void> {
     const latest = performance.now() + CATALOG_MAX_DEFER_MS;
     for (;;) {
       const now = performance.now();
       const quietIn = this.lastRead + CATALOG_QUIET_MS - now;
-      if ((quietIn <= 0 && this.reading === this.waitingForCatalog) || this.waitingForCatalog > 0 || now >= latest || this.disposed) return;
-      await new Promise((resolve) => setTimeout(resolve, Math.max(1, Math.min(quietIn, latest - now))));
+      if ((quietIn <= 0 && this.reading === this.waitingForCatalog) || this.catalogWanted || now >= latest || this.disposed) return;
+      await new Promise<void>((resolve) => {
+        this.wakeQuiet = resolve;
+        setTimeout(resolve, Math.max(1, Math.min(quietIn, latest - now)));
+      });
     }
   }
 
@@ -219,7 +225,7 @@ export class Engine {
   private async prepareIgnores(session: Session): Promise<void> {
     if (!this.catalogBuilding) return;
     const near = await this.near;
-    if (near === undefined) return this.catalogBuilt();
+    if (near === undefined) return this.catalogBuilt(true);
     const root = this.store.realRoot;
     const dirs = new Set<string>();
     const paths = [{ path: this.settings.directory, isFile: false }, ...session.touched.values(), ...session.pins.values()];
@@ -349,8 +355,7 @@ export class Engine {
       // A few at most: the catalog is built within seconds, and older messages matter least.
       if (session.unranked.length >= MAX_UNRANKED) session.unranked.shift();
       session.unranked.push(text);
-    }
-    else this.attach(session, text);
+    } else this.attach(session, text);
     if (this.delivery !== "stable") return "";
     return session.serially(async () => {
       await this.restore(session);
@@ -416,6 +421,8 @@ export class Engine {
   /** What a session's next step is made of: for `explain` and tests. */
   async inspect(sessionID: string): Promise<{ hierarchy: Ruled; system: Composed; compaction: Composed; catalog: readonly { rel: string; include: string; description?: string }[] }> {
     const session = this.sessions.get(sessionID);
+    // What applies, the worktree's always and agent files included: explain waits for the catalog.
+    await this.catalogBuilt();
     await this.restore(session);
     const hierarchy = await this.fresh(session);
     const all = this.items(session, hierarchy, () => true);
@@ -436,8 +443,8 @@ export class Engine {
   async contextTool(sessionID: string, args: ContextToolArgs, ask?: ContextToolAsk): Promise<string> {
     if (this.disposed) return "project_context: the plugin is shutting down";
     const session = this.sessions.get(sessionID);
-    // Like every step: after start-up's library loads (an update reads and parses the file).
-    if (this.catalogReady !== undefined) await this.catalogReady;
+    // After the catalog: `list` names the worktree's manual and agent files, `load` may pin one.
+    await this.catalogBuilt();
     await this.restore(session);
     if (args.action === "list") return this.list(session);
     const target = this.resolveTarget(args.path);
@@ -653,7 +660,7 @@ export class Engine {
     // file's head), except to inline imports (which must know what git ignores everywhere) or follow
     // watch globs (which match the listing): its always and agent files join when it is built.
     if (this.catalogBuilding && hierarchy.files.some(needsIndex)) {
-      await this.catalogReady;
+      await this.catalogBuilt();
       hierarchy = await this.raw(session, ordered, since);
     }
     if (!this.catalogBuilding) {
@@ -732,16 +739,24 @@ export class Engine {
     }
   }
 
-  /** Waits for the catalog from inside a step: the step no longer holds the catalog's reads back. */
-  private async catalogBuilt(): Promise<void> {
-    this.waitingForCatalog++;
-    this.wakeCatalog();
+  /**
+   * Waits for the catalog, starting it now if it waits for a quiet moment. From inside a step's read
+   * (`reading`), the step stops holding the catalog's reads back meanwhile.
+   */
+  private async catalogBuilt(reading = false): Promise<void> {
+    if (this.catalogReady === undefined) return;
+    this.catalogWanted = true;
+    this.wakeQuiet?.();
+    if (reading) {
+      this.waitingForCatalog++;
+      this.wakeCatalog();
+    }
     try {
       await this.catalogReady;
       // Not in the task that finished the catalog: the step's own work runs in a task of its own.
       await new Promise<void>((resolve) => setTimeout(resolve, 0));
     } finally {
-      this.waitingForCatalog--;
+      if (reading) this.waitingForCatalog--;
     }
   }
 
