@@ -1,6 +1,6 @@
-import { createHash } from "node:crypto";
 import { closeSync, constants, fstatSync, openSync, readlinkSync, readSync, realpathSync, statSync, type Stats } from "node:fs";
 import { relative } from "node:path";
+import { sha256Hex } from "../hash.ts";
 import { isInside } from "../paths.ts";
 import { cutInsideFrontmatter, parseFrontmatter } from "./frontmatter.ts";
 
@@ -105,7 +105,7 @@ export function readContained(candidate: string, dir: string, realRoot: string, 
       body,
       frontmatter,
       root: frontmatter.root === true,
-      sha256: createHash("sha256").update(bytes).digest("hex"),
+      sha256: sha256Hex(bytes),
       size: info.size,
       truncated,
       mtimeMs: info.mtimeMs,

@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import { closeSync, constants, fchmodSync, fstatSync, fsyncSync, openSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { parseFrontmatter } from "./frontmatter.ts";
@@ -60,7 +59,7 @@ export function replaceFile(path: string, realRoot: string, maxFileBytes: number
   if (current.version.sha256 !== expectedSha256) return `${basename(path)} changed while it was being updated; try again`;
   if (current.version.truncated) return `${basename(path)} is larger than maxFileBytes: not updated, to keep what lies past the limit`;
   const mode = statSync(path).mode & 0o7777;
-  const temporary = join(dir, `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
+  const temporary = join(dir, `.${basename(path)}.${Buffer.from(crypto.getRandomValues(new Uint8Array(6))).toString("hex")}.tmp`);
   const fd = openSync(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
   try {
     // A directory swapped for a symlink since the read: the file made must still be inside the worktree

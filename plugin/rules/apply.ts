@@ -1,7 +1,7 @@
-import { createHash } from "node:crypto";
 import { basename, sep } from "node:path";
 import type { FileVersion } from "../files/contained.ts";
 import type { IncludeMode } from "../records/format.ts";
+import { sha256Hex } from "../hash.ts";
 import { relativePosix } from "../paths.ts";
 import type { Hierarchy } from "../session/hierarchy.ts";
 import { appliesToAgent, DEFAULT_CONTRACT, matchesPaths, readContract, type Contract, type Priority } from "./contract.ts";
@@ -241,7 +241,7 @@ function derive(file: FileVersion, body: string): FileVersion {
   if (body === file.body) return file;
   const known = derived.get(file);
   if (known !== undefined && known.body === body) return known.version;
-  const sha256 = createHash("sha256").update(file.sha256).update("\0").update(body).digest("hex");
+  const sha256 = sha256Hex(file.sha256, "\0", body);
   const version: FileVersion = Object.freeze({ ...file, body, sha256, source: file });
   derived.set(file, { body, version });
   return version;
