@@ -73,6 +73,8 @@ const MIN_DELIVERY_TOKENS = 64;
  */
 const CATALOG_QUIET_MS = 50;
 const CATALOG_MAX_DEFER_MS = 1000;
+/** Context-file events kept while the catalog is built, for it to hear once built. */
+const MAX_MISSED_CANDIDATES = 4096;
 /** User messages kept per session for ranking once the catalog is built. */
 const MAX_UNRANKED = 8;
 
@@ -114,6 +116,8 @@ export class Engine {
   private lastRead = -Infinity;
   private waitingForCatalog = 0;
   private readonly idleWaiters: (() => void)[] = [];
+  /** Context or rule files created, changed or deleted while the catalog was being built (it listed the worktree before). */
+  private readonly missedCandidates = new Set<string>();
   /** Something waits for the catalog (a step that needs it, the tool, explain): it starts at once. */
   private catalogWanted = false;
   private wakeQuiet: (() => void) | undefined;
@@ -145,7 +149,7 @@ export class Engine {
     const store: FileStore = new FileStore({
       // A trailing slash: `.gitignore` rules such as `build/` match directories only.
       isIgnored: (dir) => dir !== store.realRoot && engine?.isIgnored(dir) === true,
-      onCandidate: (path) => engine?.catalog?.changed(path),
+      onCandidate: (path) => engine?.candidateChanged(path),
       worktree: settings.worktree,
       fileNames: options.fileNames,
       maxDepth: options.maxDepth,
@@ -160,9 +164,11 @@ export class Engine {
   }
 
   /**
-   * Builds the worktree's catalog (always, agent, manual and rule files) in the background; the first
-   * step waits for it. Its index (git) is listed while `librariesLoaded` settles; its reads wait for
-   * that, so that no task of the catalog runs into start-up's own library loads.
+   * Builds the worktree's catalog (always, agent, manual and rule files) in the background, once the
+   * steps leave the event loop alone (quietMoment); no step waits for it but one that needs it (see
+   * fresh). Steps wait for `librariesLoaded` instead, and so do the catalog's reads, so that no task
+   * of the catalog runs into start-up's own library loads. git's settings of ignoring are asked at
+   * once: until the catalog is built, they and the .gitignore files on the way judge what a step reads.
    */
   startCatalog(librariesLoaded?: Promise<void>): void {
     const { options, log } = this.settings;
@@ -172,7 +178,8 @@ export class Engine {
     const indexLog = (level: "warn" | "info", message: string) => log.once(`index:${message}`, level, message);
     const basis = readIgnoreBasis(this.store.realRoot, indexLog);
     this.near = basis.then((answer) => (answer.ok ? (this.nearNow = new NearIgnores(this.store.realRoot, answer, indexLog)) : undefined));
-    this.catalogReady = this.quietMoment().then(() => Catalog.build({
+    // Not built at all when the plugin is disposed while it waits for a quiet moment.
+    this.catalogReady = this.quietMoment().then(() => (this.disposed ? undefined : Catalog.build({
       basis,
       worktree: this.store.realRoot,
       fileNames: options.fileNames,
@@ -183,10 +190,12 @@ export class Engine {
       log,
       readsAfter: librariesLoaded,
       giveWay: () => (this.reading === this.waitingForCatalog ? undefined : new Promise<void>((resolve) => this.idleWaiters.push(resolve))),
-    })).then(
+    }))).then(
       (catalog) => {
-        if (this.disposed) catalog.dispose();
-        else this.catalog = catalog;
+        if (this.disposed) return catalog?.dispose();
+        this.catalog = catalog;
+        for (const path of this.missedCandidates) catalog?.changed(path);
+        this.missedCandidates.clear();
       },
       (error: unknown) => log.once("catalog", "warn", `the worktree's always, agent and manual files are not known: ${String(error)}`),
     ).finally(() => {
@@ -196,6 +205,14 @@ export class Engine {
     });
   }
 
+  /** A store watch saw a context file name created, changed or deleted: the catalog hears of it, now or once built. */
+  private candidateChanged(path: string): void {
+    if (this.catalog !== undefined) return this.catalog.changed(path);
+    if (!this.catalogBuilding) return;
+    if (this.missedCandidates.size < MAX_MISSED_CANDIDATES) this.missedCandidates.add(path);
+    else this.settings.log.once("missed-candidates", "warn", `more than ${MAX_MISSED_CANDIDATES} context files changed while the worktree's catalog was built: the always, agent and manual files among the others are found at the next start`);
+  }
+
   /** Resolves once no step has read for CATALOG_QUIET_MS (or CATALOG_MAX_DEFER_MS from now), or something waits for the catalog. */
   private async quietMoment(): Promise<void> {
     const latest = performance.now() + CATALOG_MAX_DEFER_MS;
@@ -203,38 +220,30 @@ export class Engine {
       const now = performance.now();
       const quietIn = this.lastRead + CATALOG_QUIET_MS - now;
       if ((quietIn <= 0 && this.reading === this.waitingForCatalog) || this.catalogWanted || now >= latest || this.disposed) return;
+      // While a step reads, the quiet moment is at least CATALOG_QUIET_MS away.
+      const wait = quietIn > 0 ? quietIn : CATALOG_QUIET_MS;
       await new Promise<void>((resolve) => {
         this.wakeQuiet = resolve;
-        setTimeout(resolve, Math.max(1, Math.min(quietIn, latest - now)));
+        setTimeout(resolve, Math.max(1, Math.min(wait, latest - now)));
       });
     }
   }
 
-  /** Whether git ignores `dir` (a real directory below the root): the index says, or NearIgnores before it is built. */
+  /**
+   * Whether git ignores `dir` (a real directory below the root): the index says, or before it is
+   * built NearIgnores (git's settings and the .gitignore files on the way, read as asked), so that a
+   * step reads nothing git ignores without waiting for the worktree's listing.
+   */
   private isIgnored(dir: string): boolean {
     const rel = `${relativePosix(this.store.realRoot, dir)}/`;
     if (this.catalogBuilding) return this.nearNow?.isIgnored(rel) === true;
     return this.catalog?.index?.isIgnored(rel) === true;
   }
 
-  /**
-   * Before the catalog is built, the .gitignore files on the way to every directory the session's
-   * walks visit are read (NearIgnores), so that a step reads nothing git ignores without waiting for
-   * the worktree's listing. When git cannot tell what it ignores, the step waits for the catalog.
-   */
-  private async prepareIgnores(session: Session): Promise<void> {
-    if (!this.catalogBuilding) return;
-    const near = await this.near;
-    if (near === undefined) return this.catalogBuilt(true);
-    const root = this.store.realRoot;
-    const dirs = new Set<string>();
-    const paths = [{ path: this.settings.directory, isFile: false }, ...session.touched.values(), ...session.pins.values()];
-    for (const { path, isFile } of paths) {
-      const start = this.store.resolveStart(path, isFile);
-      if (start === undefined) continue;
-      for (const dir of this.store.walkOf(start)) if (dir !== root) dirs.add(`${relativePosix(root, dir)}/`);
-    }
-    await near.prepare(dirs);
+  /** Before the catalog is built, a step first has git's settings of ignoring; when git cannot tell them, the catalog (its walk). */
+  private async knowIgnores(): Promise<void> {
+    if (!this.catalogBuilding || this.nearNow !== undefined) return;
+    if ((await this.near) === undefined) await this.catalogBuilt(true);
   }
 
   get delivery(): "stable" | "system" {
@@ -643,6 +652,7 @@ export class Engine {
 
   async dispose(): Promise<void> {
     this.disposed = true;
+    this.wakeQuiet?.();
     this.sessions.clear();
     this.store.dispose();
     this.catalog?.dispose();
@@ -787,7 +797,7 @@ export class Engine {
         if (hierarchy !== undefined) this.hierarchies.set(session, { ...memo, key, evictions: session.evictions, hierarchy });
       }
       if (hierarchy === undefined) {
-        await this.prepareIgnores(session);
+        await this.knowIgnores();
         hierarchy = await hierarchyOf(this.store, this.settings.directory, [...session.touched.values()], [...session.pins.values()]);
         const base = `${generation}:${session.pinRevision}:${session.order}`;
         this.hierarchies.set(session, { key, base, evictions: session.evictions, order: session.order, hierarchy });

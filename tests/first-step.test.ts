@@ -8,7 +8,7 @@ import { spawnSync } from "node:child_process";
 import { chmodSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { start, waitFor, type Started } from "./helpers/harness.ts";
+import { callContextTool, start, waitFor, type Started } from "./helpers/harness.ts";
 
 /** How long the slow git holds its listing back: far longer than any step below may take. */
 const LISTING_DELAY_S = 4;
@@ -20,15 +20,17 @@ afterEach(async () => {
 });
 
 /** A git repository with the files given, and a plugin started on it while `git ls-files` is slow. */
-async function slowListing(files: Record<string, string>, gitignore = "node_modules/\n"): Promise<{ root: string; plugin: Started }> {
+async function slowListing(files: Record<string, string>, gitignore = "node_modules/\n", worktreeBelow = ""): Promise<{ root: string; plugin: Started }> {
   const parent = realpathSync(mkdtempSync(join(tmpdir(), "first-step-")));
   cleanups.push(() => rmSync(parent, { recursive: true, force: true }));
-  const root = join(parent, "repo");
+  const top = join(parent, "repo");
+  const root = join(top, worktreeBelow);
   for (const [rel, text] of Object.entries({ ...files, ".gitignore": gitignore })) {
-    mkdirSync(dirname(join(root, rel)), { recursive: true });
-    writeFileSync(join(root, rel), text);
+    mkdirSync(dirname(join(top, rel)), { recursive: true });
+    writeFileSync(join(top, rel), text);
   }
-  spawnSync(REAL_GIT, ["init", "-q"], { cwd: root });
+  mkdirSync(root, { recursive: true });
+  spawnSync(REAL_GIT, ["init", "-q"], { cwd: top });
   const bin = join(parent, "bin");
   mkdirSync(bin);
   writeFileSync(join(bin, "git"), `#!/bin/sh\nfor arg in "$@"; do [ "$arg" = ls-files ] && sleep ${LISTING_DELAY_S}; done\nexec "${REAL_GIT}" "$@"\n`);
@@ -116,6 +118,43 @@ describe("steps before the catalog is built", () => {
     const block = await plugin.step("ses_d");
     expect(`${block}${JSON.stringify(parts)}`).not.toContain("AGENT-DB-MARKER");
     await waitFor(async () => (await read(plugin, "ses_d", join(root, "src/app.ts"))).includes("AGENT-DB-MARKER"), (LISTING_DELAY_S + 6) * 1000, "the agent file after the listing");
+  }, 20_000);
+
+  test("a worktree below the repository's top: the top's .gitignore judges what a step reads, a touch made while the first step is under way included, before and after the catalog", async () => {
+    const { root, plugin } = await slowListing(
+      { "sub/AGENTS.md": "sub rules\n", "sub/secret/AGENTS.md": "IGNORED-MARKER\n", "sub/secret/x.ts": "", "sub/src/AGENTS.md": "SRC-MARKER\n", "sub/src/y.ts": "" },
+      "secret/\n",
+      "sub",
+    );
+    // The touch lands while the first step is under way (waiting for git's settings of ignoring).
+    const first = plugin.step("ses_e");
+    await plugin.touch("ses_e", "read", { filePath: join(root, "secret/x.ts") });
+    const seen = [await first, await read(plugin, "ses_e", join(root, "secret/x.ts")), await read(plugin, "ses_e", join(root, "src/y.ts"))].join("\n");
+    expect(seen).toContain("SRC-MARKER");
+    expect(seen).not.toContain("IGNORED-MARKER");
+    // Once the catalog is built, a new session does not get it either.
+    // The tool's `list` answers once the catalog is built.
+    expect(await callContextTool(plugin, "ses_wait", { action: "list", path: "", section: "", content: "" })).toContain("AGENTS.md");
+    const after = [await plugin.step("ses_f"), await read(plugin, "ses_f", join(root, "secret/x.ts"))].join("\n");
+    expect(after).not.toContain("IGNORED-MARKER");
+  }, 20_000);
+
+  test("past 64 levels a directory counts as ignored, and a nested repository's .gitignore is not read: as the index answers (found in review)", async () => {
+    const deep = Array.from({ length: 70 }, () => "d").join("/");
+    const { root, plugin } = await slowListing({
+      "AGENTS.md": "root rules\n",
+      [`${deep}/AGENTS.md`]: "TOO-DEEP-MARKER\n",
+      [`${deep}/z.ts`]: "",
+      "vendor/lib/.git/HEAD": "ref: refs/heads/main\n",
+      "vendor/lib/.gitignore": "gen/\n",
+      "vendor/lib/gen/AGENTS.md": "NESTED-GEN-MARKER\n",
+      "vendor/lib/gen/w.ts": "",
+    });
+    await plugin.step("ses_g");
+    const outputs = [await read(plugin, "ses_g", join(root, deep, "z.ts")), await read(plugin, "ses_g", join(root, "vendor/lib/gen/w.ts"))].join("\n");
+    expect(outputs).not.toContain("TOO-DEEP-MARKER");
+    // git never lists the nested repository's .gitignore, so the index does not apply it: neither does a step before it.
+    expect(outputs).toContain("NESTED-GEN-MARKER");
   }, 20_000);
 
   test("a file with imports waits for the catalog: what git ignores anywhere decides what it may inline", async () => {

@@ -1,4 +1,4 @@
-import { closeSync, constants, fstatSync, openSync, readSync, type Dirent } from "node:fs";
+import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, type Dirent } from "node:fs";
 import { open, opendir } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { homedir } from "node:os";
@@ -600,16 +600,16 @@ async function addIgnoreFiles(rules: IgnoreRules, files: readonly { dir: string;
 }
 
 /**
- * What git ignores below a worktree before the index has listed it: the basis, and the .gitignore
- * files of a directory and of every directory above it, read the first time a directory below is
- * prepared (the index reads the same files, so it gives the same answers). Only a prepared directory
- * is answered for.
+ * What git ignores below a worktree before the index has listed it: the basis, the .gitignore files
+ * above the worktree, and those of a directory and of every directory above it, read synchronously
+ * the first time a directory below is asked about (one open and one read each). It answers as the
+ * index does for the same files: a path deeper than MAX_DEPTH or too long is ignored, and a nested
+ * repository's .gitignore files (which git's listing never shows) are not read.
  */
 export class NearIgnores {
   private readonly rules: IgnoreRules;
-  /** Worktree-relative directories ("" or "a/b/") whose .gitignore was read (or found absent). */
-  private readonly loaded = new Set<string>();
-  private readonly ready: Promise<void>;
+  /** Worktree-relative directories ("" or "a/b/") whose .gitignore was looked at, and whether they lie in a nested repository. */
+  private readonly looked = new Map<string, { readonly nested: boolean }>();
 
   constructor(
     private readonly worktree: string,
@@ -617,27 +617,40 @@ export class NearIgnores {
     private readonly log: Log,
   ) {
     this.rules = new IgnoreRules(basis.prefix, basis.repositoryWide, basis.ignoreCase);
-    this.ready = addIgnoreFiles(this.rules, aboveWorktree(basis), basis.ignoreCase, log);
+    for (const { dir, path } of aboveWorktree(basis)) this.addFile(dir, path);
   }
 
-  /** Reads the .gitignore files of `dirs` (worktree-relative, "a/b/") and of the directories above them, once each. */
-  async prepare(dirs: Iterable<string>): Promise<void> {
-    await this.ready;
-    for (const dir of dirs) {
-      if (this.loaded.has(dir)) continue;
-      for (const on of [dir, ...directoriesAbove(dir)]) {
-        if (this.loaded.has(on)) continue;
-        this.loaded.add(on);
-        const text = readIgnoreFileSync(join(this.worktree, on, ".gitignore"), this.log);
-        const list = text === undefined ? undefined : parseIgnoreFile(text, this.basis.ignoreCase, join(on, ".gitignore"), this.log);
-        if (list !== undefined) this.rules.add(this.basis.prefix + on, list);
-      }
-    }
+  /** Whether git ignores directory `dir` (worktree-relative, ending in "/"). */
+  isIgnored(dir: string): boolean {
+    const path = normalizeRel(dir);
+    if (path === undefined || path === "") return false;
+    if (outOfReach(path)) return true;
+    // Root first, so that a nested repository is known before the .gitignore files below it.
+    for (const on of [...directoriesAbove(path)].reverse().concat(path)) this.look(on);
+    return this.rules.isIgnored(path);
   }
 
-  /** Whether git ignores directory `dir` ("a/b/"); undefined unless it was prepared. */
-  isIgnored(dir: string): boolean | undefined {
-    return this.loaded.has(dir) ? this.rules.isIgnored(dir) : undefined;
+  private look(dir: string): void {
+    if (this.looked.has(dir)) return;
+    const parent = dir === "" ? undefined : this.looked.get(parentOf(dir));
+    const nested = parent?.nested === true || (dir !== "" && holdsGit(join(this.worktree, dir)));
+    this.looked.set(dir, { nested });
+    if (!nested) this.addFile(this.basis.prefix + dir, join(this.worktree, dir, ".gitignore"));
+  }
+
+  private addFile(dir: string, path: string): void {
+    const text = readIgnoreFileSync(path, this.log);
+    const list = text === undefined ? undefined : parseIgnoreFile(text, this.basis.ignoreCase, path, this.log);
+    if (list !== undefined) this.rules.add(dir, list);
+  }
+}
+
+/** Whether `dir` holds a `.git` (a nested repository, or a submodule's file); unreadable counts as no. */
+function holdsGit(dir: string): boolean {
+  try {
+    return lstatSync(join(dir, ".git"), { throwIfNoEntry: false }) !== undefined;
+  } catch {
+    return false;
   }
 }
 

@@ -42,6 +42,8 @@ const RACY_PRINT = "racy";
 const HEAD_BYTES = 4096;
 /** Start-up reads run in slices this long at most, as the store's do. */
 const SLICE_MS = 4;
+/** A slice waits this long at most for the steps reading: sessions stepping without a pause must not hold the catalog back for good. */
+const MAX_GIVE_WAY_MS = 100;
 
 /**
  * The worktree's context files that load without a touch: `always` files (and rule files with no
@@ -88,11 +90,12 @@ export class Catalog {
     // Each slice in an event-loop task of its own, after the steps reading then: woken as a step
     // ends, a slice would otherwise run in that step's task and lengthen it.
     const turn = async (): Promise<void> => {
+      const latest = performance.now() + MAX_GIVE_WAY_MS;
       for (;;) {
         await new Promise((resolve) => setTimeout(resolve, 0));
         const steps = options.giveWay?.();
-        if (steps === undefined) return;
-        await steps;
+        if (steps === undefined || performance.now() >= latest) return;
+        await Promise.race([steps, new Promise((resolve) => setTimeout(resolve, latest - performance.now()))]);
       }
     };
     await turn();
