@@ -107,14 +107,10 @@ export class Engine {
   private librariesLoaded: Promise<void> | undefined;
   /** Started and not settled yet (built, or failed: then there is none). */
   private catalogBuilding = false;
-  /**
-   * Steps reading their hierarchy now (those of them waiting for the catalog aside), and the catalog's
-   * reads waiting for none to be: the catalog gives way to steps.
-   */
+  /** Steps reading their hierarchy now, and the catalog's reads waiting for none to be: the catalog gives way to steps. */
   private reading = 0;
   /** When a step last read its hierarchy: the catalog waits for a quiet moment. */
   private lastRead = -Infinity;
-  private waitingForCatalog = 0;
   private readonly idleWaiters: (() => void)[] = [];
   /** Context or rule files created, changed or deleted while the catalog was being built (it listed the worktree before). */
   private readonly missedCandidates = new Set<string>();
@@ -189,7 +185,7 @@ export class Engine {
       watch: options.watch,
       log,
       readsAfter: librariesLoaded,
-      giveWay: () => (this.reading === this.waitingForCatalog ? undefined : new Promise<void>((resolve) => this.idleWaiters.push(resolve))),
+      giveWay: () => (this.reading === 0 ? undefined : new Promise<void>((resolve) => this.idleWaiters.push(resolve))),
     }))).then(
       (catalog) => {
         if (this.disposed) return catalog?.dispose();
@@ -219,7 +215,7 @@ export class Engine {
     for (;;) {
       const now = performance.now();
       const quietIn = this.lastRead + CATALOG_QUIET_MS - now;
-      if ((quietIn <= 0 && this.reading === this.waitingForCatalog) || this.catalogWanted || now >= latest || this.disposed) return;
+      if ((quietIn <= 0 && this.reading === 0) || this.catalogWanted || now >= latest || this.disposed) return;
       // While a step reads, the quiet moment is at least CATALOG_QUIET_MS away.
       const wait = quietIn > 0 ? quietIn : CATALOG_QUIET_MS;
       await new Promise<void>((resolve) => {
@@ -240,10 +236,18 @@ export class Engine {
     return this.catalog?.index?.isIgnored(rel) === true;
   }
 
-  /** Before the catalog is built, a step first has git's settings of ignoring; when git cannot tell them, the catalog (its walk). */
-  private async knowIgnores(): Promise<void> {
+  /**
+   * What a step waits for before it reads: start-up's library loads, and before the catalog is built
+   * git's settings of ignoring (or, when git cannot tell them, the catalog and its walk). Outside
+   * `reading`, so that the catalog does not wait for a step that waits for it.
+   */
+  private async readyToRead(): Promise<void> {
+    if (this.librariesLoaded !== undefined) {
+      await this.librariesLoaded;
+      this.librariesLoaded = undefined;
+    }
     if (!this.catalogBuilding || this.nearNow !== undefined) return;
-    if ((await this.near) === undefined) await this.catalogBuilt(true);
+    if ((await this.near) === undefined) await this.catalogBuilt();
   }
 
   get delivery(): "stable" | "system" {
@@ -664,7 +668,7 @@ export class Engine {
    * written before this call is in it.
    */
   private async fresh(session: Session, ordered = false, since = performance.now()): Promise<Ruled> {
-    if (this.librariesLoaded !== undefined) await this.librariesLoaded;
+    await this.readyToRead();
     let hierarchy = await this.raw(session, ordered, since);
     // A step does not wait for the catalog (git's listing of the worktree and a read of each context
     // file's head), except to inline imports (which must know what git ignores everywhere) or follow
@@ -675,7 +679,7 @@ export class Engine {
     }
     if (!this.catalogBuilding) {
       this.catalog?.refresh(since);
-      for (const text of session.unranked.splice(0)) this.attach(session, text);
+      if (session.unranked.length > 0) for (const text of session.unranked.splice(0)) this.attach(session, text);
     }
     const ruled = this.rule(session, hierarchy);
     this.checkWatches(session, ruled);
@@ -743,35 +747,19 @@ export class Engine {
     try {
       return await this.readHierarchy(session, ordered, since);
     } finally {
-      this.reading--;
       this.lastRead = performance.now();
-      this.wakeCatalog();
+      if (--this.reading === 0) for (const wake of this.idleWaiters.splice(0)) wake();
     }
   }
 
-  /**
-   * Waits for the catalog, starting it now if it waits for a quiet moment. From inside a step's read
-   * (`reading`), the step stops holding the catalog's reads back meanwhile.
-   */
-  private async catalogBuilt(reading = false): Promise<void> {
+  /** Waits for the catalog (never from inside `reading`: it gives way to reading steps), starting it now if it waits for a quiet moment. */
+  private async catalogBuilt(): Promise<void> {
     if (this.catalogReady === undefined) return;
     this.catalogWanted = true;
     this.wakeQuiet?.();
-    if (reading) {
-      this.waitingForCatalog++;
-      this.wakeCatalog();
-    }
-    try {
-      await this.catalogReady;
-      // Not in the task that finished the catalog: the step's own work runs in a task of its own.
-      await new Promise<void>((resolve) => setTimeout(resolve, 0));
-    } finally {
-      if (reading) this.waitingForCatalog--;
-    }
-  }
-
-  private wakeCatalog(): void {
-    if (this.reading === this.waitingForCatalog) for (const wake of this.idleWaiters.splice(0)) wake();
+    await this.catalogReady;
+    // Not in the task that finished the catalog: the step's own work runs in a task of its own.
+    await new Promise<void>((resolve) => setTimeout(resolve, 0));
   }
 
   private async readHierarchy(session: Session, ordered: boolean, since: number): Promise<Hierarchy> {
@@ -797,7 +785,6 @@ export class Engine {
         if (hierarchy !== undefined) this.hierarchies.set(session, { ...memo, key, evictions: session.evictions, hierarchy });
       }
       if (hierarchy === undefined) {
-        await this.knowIgnores();
         hierarchy = await hierarchyOf(this.store, this.settings.directory, [...session.touched.values()], [...session.pins.values()]);
         const base = `${generation}:${session.pinRevision}:${session.order}`;
         this.hierarchies.set(session, { key, base, evictions: session.evictions, order: session.order, hierarchy });

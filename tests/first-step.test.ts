@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { chmodSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { callContextTool, start, waitFor, type Started } from "./helpers/harness.ts";
@@ -19,8 +19,14 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-/** A git repository with the files given, and a plugin started on it while `git ls-files` is slow. */
-async function slowListing(files: Record<string, string>, gitignore = "node_modules/\n", worktreeBelow = ""): Promise<{ root: string; plugin: Started }> {
+/**
+ * A git repository with the files given, and a plugin started on it while `git ls-files` is slow:
+ * it waits before listing, or (`listFirst`) lists, appends a line to `listed` and then waits.
+ */
+async function slowListing(
+  files: Record<string, string>,
+  { gitignore = "node_modules/\n", worktreeBelow = "", listFirst = false } = {},
+): Promise<{ root: string; plugin: Started; listed: string }> {
   const parent = realpathSync(mkdtempSync(join(tmpdir(), "first-step-")));
   cleanups.push(() => rmSync(parent, { recursive: true, force: true }));
   const top = join(parent, "repo");
@@ -33,7 +39,11 @@ async function slowListing(files: Record<string, string>, gitignore = "node_modu
   spawnSync(REAL_GIT, ["init", "-q"], { cwd: top });
   const bin = join(parent, "bin");
   mkdirSync(bin);
-  writeFileSync(join(bin, "git"), `#!/bin/sh\nfor arg in "$@"; do [ "$arg" = ls-files ] && sleep ${LISTING_DELAY_S}; done\nexec "${REAL_GIT}" "$@"\n`);
+  const listed = join(parent, "listed");
+  const slow = listFirst
+    ? `out=$(mktemp); "${REAL_GIT}" "$@" > "$out"; code=$?; echo >> "${listed}"; sleep ${LISTING_DELAY_S}; cat "$out"; rm -f "$out"; exit $code`
+    : `sleep ${LISTING_DELAY_S}`;
+  writeFileSync(join(bin, "git"), `#!/bin/sh\nfor arg in "$@"; do if [ "$arg" = ls-files ]; then ${slow}; fi; done\nexec "${REAL_GIT}" "$@"\n`);
   chmodSync(join(bin, "git"), 0o755);
   const path = process.env.PATH;
   process.env.PATH = `${bin}:${path}`;
@@ -42,7 +52,7 @@ async function slowListing(files: Record<string, string>, gitignore = "node_modu
   });
   const plugin = await start(root, { recordsDir: join(parent, "records") });
   cleanups.push(() => plugin.dispose());
-  return { root, plugin };
+  return { root, plugin, listed };
 }
 
 /** A tool call as OpenCode runs it (before, then after with its result); returns what the model gets. */
@@ -94,7 +104,7 @@ describe("steps before the catalog is built", () => {
         "app/src/AGENTS.md": "APP-MARKER\n",
         "app/src/z.ts": "",
       },
-      "build\n",
+      { gitignore: "build\n" },
     );
     await plugin.step("ses_b");
     const outputs = [
@@ -123,8 +133,7 @@ describe("steps before the catalog is built", () => {
   test("a worktree below the repository's top: the top's .gitignore judges what a step reads, a touch made while the first step is under way included, before and after the catalog", async () => {
     const { root, plugin } = await slowListing(
       { "sub/AGENTS.md": "sub rules\n", "sub/secret/AGENTS.md": "IGNORED-MARKER\n", "sub/secret/x.ts": "", "sub/src/AGENTS.md": "SRC-MARKER\n", "sub/src/y.ts": "" },
-      "secret/\n",
-      "sub",
+      { gitignore: "secret/\n", worktreeBelow: "sub" },
     );
     // The touch lands while the first step is under way (waiting for git's settings of ignoring).
     const first = plugin.step("ses_e");
@@ -157,6 +166,19 @@ describe("steps before the catalog is built", () => {
     expect(outputs).toContain("NESTED-GEN-MARKER");
   }, 20_000);
 
+  test("a context file created after git listed the worktree, while the catalog is built, reaches it: its always file joins a session that never touched it (found in review)", async () => {
+    const { root, plugin, listed } = await slowListing({ "AGENTS.md": "root rules\n", "pkg/a.ts": "" }, { listFirst: true });
+    // A session's read makes the store watch pkg/; the catalog starts once the steps leave the loop alone.
+    await plugin.step("ses_h");
+    await read(plugin, "ses_h", join(root, "pkg/a.ts"));
+    await waitFor(() => existsSync(listed) && readFileSync(listed, "utf8").length >= 2, 5_000, "git's two listings");
+    writeFileSync(join(root, "pkg/AGENTS.md"), "---\ninclude: always\n---\nLATE-ALWAYS-MARKER\n");
+    expect(await read(plugin, "ses_h", join(root, "pkg/a.ts"))).toContain("LATE-ALWAYS-MARKER");
+    // The tool's `list` answers once the catalog is built; a new session's first block then has the file.
+    await callContextTool(plugin, "ses_wait", { action: "list", path: "", section: "", content: "" });
+    expect(await plugin.step("ses_i")).toContain("LATE-ALWAYS-MARKER");
+  }, 20_000);
+
   test("a file with imports waits for the catalog: what git ignores anywhere decides what it may inline", async () => {
     const { root, plugin } = await slowListing(
       {
@@ -166,7 +188,7 @@ describe("steps before the catalog is built", () => {
         "secrets.md": "SECRET-MARKER\n",
         "docs/style.md": "STYLE-MARKER\n",
       },
-      "secrets.md\n",
+      { gitignore: "secrets.md\n" },
     );
     await plugin.step("ses_c");
     const output = await read(plugin, "ses_c", join(root, "svc/main.ts"));

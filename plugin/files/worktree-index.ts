@@ -1,5 +1,5 @@
 import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, type Dirent } from "node:fs";
-import { open, opendir } from "node:fs/promises";
+import { opendir } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { homedir } from "node:os";
 import { extname, join, posix, resolve } from "node:path";
@@ -74,7 +74,7 @@ const MAX_IGNORE_FILE_BYTES = 1024 * 1024;
  * ones rarely have more than two.
  */
 const MAX_GLOBSTARS = 3;
-/** The candidates' verdicts are judged in event-loop slices this long at most. */
+/** The index works (the candidates' verdicts, the .gitignore files it reads) in event-loop slices this long at most. */
 const FILL_SLICE_MS = 4;
 /** Directories the walk reads at once. */
 const WALK_CONCURRENCY = 16;
@@ -379,20 +379,21 @@ function parseIgnoreFile(text: string, ignoreCase: boolean, where: string, log: 
 /**
  * The text of an ignore file, at most MAX_IGNORE_FILE_BYTES (cut at a line end), or undefined when it
  * is absent or not a regular file. Inside the worktree a symlinked .gitignore is not followed (nor does
- * git follow it); `followLinks` is for the user's own files (core.excludesFile).
+ * git follow it); `followLinks` is for the user's own files (core.excludesFile). Synchronous: a few
+ * microseconds each, and NearIgnores reads those on a new chain's way inside a step (an awaited read
+ * would hand the loop to whatever else is queued). Opened without blocking, so a FIFO is refused.
  */
-async function readIgnoreFile(path: string, followLinks: boolean, log: Log): Promise<string | undefined> {
-  let handle;
+function readIgnoreFile(path: string, followLinks: boolean, log: Log): string | undefined {
+  let fd: number;
   try {
-    handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | (followLinks ? 0 : constants.O_NOFOLLOW));
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | (followLinks ? 0 : constants.O_NOFOLLOW));
   } catch {
     return undefined;
   }
   try {
-    const stat = await handle.stat();
+    const stat = fstatSync(fd);
     if (!stat.isFile()) return undefined;
-    // Sized by the file, not the limit (16 reads at once of 1 MiB each would be most of the index's
-    // memory); one byte more shows whether it grew since, and then the buffer grows.
+    // Sized by the file, not the limit; one byte more shows whether it grew since, and then the buffer grows.
     let buffer = Buffer.allocUnsafe(Math.min(stat.size, MAX_IGNORE_FILE_BYTES) + 1);
     let length = 0;
     for (;;) {
@@ -402,42 +403,13 @@ async function readIgnoreFile(path: string, followLinks: boolean, log: Log): Pro
         buffer.copy(grown);
         buffer = grown;
       }
-      const { bytesRead } = await handle.read(buffer, length, buffer.length - length, length);
-      if (bytesRead === 0) break;
-      length += bytesRead;
+      const read = readSync(fd, buffer, length, buffer.length - length, length);
+      if (read === 0) break;
+      length += read;
     }
     if (length <= MAX_IGNORE_FILE_BYTES) return buffer.toString("utf8", 0, length);
     log("warn", `${path} is larger than ${MAX_IGNORE_FILE_BYTES} bytes: its patterns past that are not used`);
     return buffer.toString("utf8", 0, buffer.lastIndexOf(10, MAX_IGNORE_FILE_BYTES) + 1);
-  } catch {
-    return undefined;
-  } finally {
-    await handle.close();
-  }
-}
-
-/**
- * readIgnoreFile for a file inside the worktree, synchronously: for NearIgnores, which reads the few
- * .gitignore files on a new chain's way inside a step (each awaited read would hand the loop to
- * whatever else is queued). Opened without following a link and without blocking (a FIFO), and read
- * only when it is a regular file; one that grew since its size was taken is cut at its last line end.
- */
-function readIgnoreFileSync(path: string, log: Log): string | undefined {
-  let fd: number;
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
-  } catch {
-    return undefined;
-  }
-  try {
-    const stat = fstatSync(fd);
-    if (!stat.isFile()) return undefined;
-    const buffer = Buffer.allocUnsafe(Math.min(stat.size, MAX_IGNORE_FILE_BYTES) + 1);
-    let length = 0;
-    for (let read = -1; read !== 0 && length < buffer.length; length += read) read = readSync(fd, buffer, length, buffer.length - length, length);
-    if (length < buffer.length) return buffer.toString("utf8", 0, length);
-    if (length > MAX_IGNORE_FILE_BYTES) log("warn", `${path} is larger than ${MAX_IGNORE_FILE_BYTES} bytes: its patterns past that are not used`);
-    return buffer.toString("utf8", 0, buffer.lastIndexOf(10, length - 1) + 1);
   } catch {
     return undefined;
   } finally {
@@ -575,10 +547,8 @@ export async function readIgnoreBasis(worktree: string, log: Log, timeoutMs = GI
   if (lines.length !== 4) return { ok: false, code: null, why: "unexpected rev-parse output" };
   const [toplevel = "", prefix = "", excludePath = ""] = lines;
   const userFile = config.excludesFile ?? defaultExcludesFile();
-  const [excludeText, userText] = await Promise.all([
-    readIgnoreFile(resolve(worktree, excludePath), true, log),
-    userFile === undefined ? undefined : readIgnoreFile(resolve(worktree, userFile), true, log),
-  ]);
+  const excludeText = readIgnoreFile(resolve(worktree, excludePath), true, log);
+  const userText = userFile === undefined ? undefined : readIgnoreFile(resolve(worktree, userFile), true, log);
   const parse = (text: string | undefined, where: string): Ignore | undefined =>
     text === undefined ? undefined : parseIgnoreFile(text, config.ignoreCase, where, log);
   const repositoryWide = [parse(excludeText, excludePath), parse(userText, userFile ?? "")].filter((list) => list !== undefined);
@@ -589,14 +559,25 @@ export async function readIgnoreBasis(worktree: string, log: Log, timeoutMs = GI
 const aboveWorktree = (basis: IgnoreBasis): { dir: string; path: string }[] =>
   (basis.prefix === "" ? [] : directoriesAbove(basis.prefix)).map((dir) => ({ dir, path: join(basis.toplevel, dir, ".gitignore") }));
 
-/** Reads `files` (.gitignore files, each with its repository-relative directory) into `rules`; an absent one adds nothing. */
+/**
+ * Reads `files` (.gitignore files, each with its repository-relative directory) into `rules`; an
+ * absent one adds nothing. In slices of FILL_SLICE_MS, each in a task of its own: a monorepo has thousands.
+ */
 async function addIgnoreFiles(rules: IgnoreRules, files: readonly { dir: string; path: string }[], ignoreCase: boolean, log: Log): Promise<void> {
-  const texts = await inBatches(files, WALK_CONCURRENCY, (file) => readIgnoreFile(file.path, false, log));
-  files.forEach((file, i) => {
-    const text = texts[i];
-    const list = text === undefined ? undefined : parseIgnoreFile(text, ignoreCase, file.path, log);
-    if (list !== undefined) rules.add(file.dir, list);
-  });
+  let sliceEnd = performance.now() + FILL_SLICE_MS;
+  for (const file of files) {
+    if (performance.now() > sliceEnd) {
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      sliceEnd = performance.now() + FILL_SLICE_MS;
+    }
+    addIgnoreFile(rules, file.dir, file.path, ignoreCase, log);
+  }
+}
+
+function addIgnoreFile(rules: IgnoreRules, dir: string, path: string, ignoreCase: boolean, log: Log): void {
+  const text = readIgnoreFile(path, false, log);
+  const list = text === undefined ? undefined : parseIgnoreFile(text, ignoreCase, path, log);
+  if (list !== undefined) rules.add(dir, list);
 }
 
 /**
@@ -617,7 +598,7 @@ export class NearIgnores {
     private readonly log: Log,
   ) {
     this.rules = new IgnoreRules(basis.prefix, basis.repositoryWide, basis.ignoreCase);
-    for (const { dir, path } of aboveWorktree(basis)) this.addFile(dir, path);
+    for (const { dir, path } of aboveWorktree(basis)) addIgnoreFile(this.rules, dir, path, basis.ignoreCase, log);
   }
 
   /** Whether git ignores directory `dir` (worktree-relative, ending in "/"). */
@@ -626,7 +607,7 @@ export class NearIgnores {
     if (path === undefined || path === "") return false;
     if (outOfReach(path)) return true;
     // Root first, so that a nested repository is known before the .gitignore files below it.
-    for (const on of [...directoriesAbove(path)].reverse().concat(path)) this.look(on);
+    if (!this.looked.has(path)) for (const on of [...directoriesAbove(path)].reverse().concat(path)) this.look(on);
     return this.rules.isIgnored(path);
   }
 
@@ -635,13 +616,7 @@ export class NearIgnores {
     const parent = dir === "" ? undefined : this.looked.get(parentOf(dir));
     const nested = parent?.nested === true || (dir !== "" && holdsGit(join(this.worktree, dir)));
     this.looked.set(dir, { nested });
-    if (!nested) this.addFile(this.basis.prefix + dir, join(this.worktree, dir, ".gitignore"));
-  }
-
-  private addFile(dir: string, path: string): void {
-    const text = readIgnoreFileSync(path, this.log);
-    const list = text === undefined ? undefined : parseIgnoreFile(text, this.basis.ignoreCase, path, this.log);
-    if (list !== undefined) this.rules.add(dir, list);
+    if (!nested) addIgnoreFile(this.rules, this.basis.prefix + dir, join(this.worktree, dir, ".gitignore"), this.basis.ignoreCase, this.log);
   }
 }
 
@@ -652,12 +627,6 @@ function holdsGit(dir: string): boolean {
   } catch {
     return false;
   }
-}
-
-async function inBatches<T, R>(items: readonly T[], size: number, work: (item: T) => Promise<R>): Promise<R[]> {
-  const results: R[] = [];
-  for (let start = 0; start < items.length; start += size) results.push(...(await Promise.all(items.slice(start, start + size).map(work))));
-  return results;
 }
 
 /** Git's default core.excludesFile: $XDG_CONFIG_HOME/git/ignore, or ~/.config/git/ignore. */
@@ -866,7 +835,7 @@ const asBuffer = (chunk: Uint8Array): Buffer => Buffer.from(chunk.buffer, chunk.
 async function listWithWalk(worktree: string, classify: Classifier, budget: Budget, log: Log): Promise<Listing> {
   // Without git, its configuration is unknown: case follows the platform's usual filesystem.
   const ignoreCase = process.platform === "darwin" || process.platform === "win32";
-  const excludeText = await readIgnoreFile(join(worktree, ".git", "info", "exclude"), false, log);
+  const excludeText = readIgnoreFile(join(worktree, ".git", "info", "exclude"), false, log);
   const exclude = excludeText === undefined ? undefined : parseIgnoreFile(excludeText, ignoreCase, ".git/info/exclude", log);
   const rules = new IgnoreRules("", exclude === undefined ? [] : [exclude], ignoreCase);
   const candidates: Candidate[] = [];
@@ -876,7 +845,7 @@ async function listWithWalk(worktree: string, classify: Classifier, budget: Budg
     // A directory holding `.git` is another repository: git lists it as a whole, never its files.
     if (dir !== "" && entries.some((entry) => entry.name === ".git")) return [];
     if (entries.some((entry) => entry.name === ".gitignore" && entry.isFile())) {
-      const text = await readIgnoreFile(join(worktree, dir, ".gitignore"), false, log);
+      const text = readIgnoreFile(join(worktree, dir, ".gitignore"), false, log);
       const list = text === undefined ? undefined : parseIgnoreFile(text, ignoreCase, join(dir, ".gitignore"), log);
       if (list !== undefined) rules.add(dir, list);
     }
