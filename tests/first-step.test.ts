@@ -196,3 +196,23 @@ describe("steps before the catalog is built", () => {
     expect(output).not.toContain("SECRET-MARKER");
   }, 20_000);
 });
+
+describe("the catalog hears of a context file however the store finds it", () => {
+  test("watch: false (every directory checked by stat, no events): an always file created in a session's directory joins a session that never touched it", async () => {
+    const parent = realpathSync(mkdtempSync(join(tmpdir(), "first-step-stat-")));
+    cleanups.push(() => rmSync(parent, { recursive: true, force: true }));
+    const root = join(parent, "repo");
+    mkdirSync(join(root, "pkg"), { recursive: true });
+    writeFileSync(join(root, "AGENTS.md"), "root rules\n");
+    writeFileSync(join(root, "pkg/a.ts"), "");
+    spawnSync(REAL_GIT, ["init", "-q"], { cwd: root });
+    const plugin = await start(root, { watch: false, recordsDir: join(parent, "records") });
+    cleanups.push(() => plugin.dispose());
+    await plugin.step("ses_j");
+    await read(plugin, "ses_j", join(root, "pkg/a.ts"));
+    await callContextTool(plugin, "ses_j", { action: "list", path: "", section: "", content: "" });
+    writeFileSync(join(root, "pkg/AGENTS.md"), "---\ninclude: always\n---\nSTAT-ALWAYS-MARKER\n");
+    expect(await read(plugin, "ses_j", join(root, "pkg/a.ts"))).toContain("STAT-ALWAYS-MARKER");
+    expect(await plugin.step("ses_k")).toContain("STAT-ALWAYS-MARKER");
+  }, 20_000);
+});

@@ -443,6 +443,12 @@ export class FileStore {
     if (previous !== undefined && (file !== previous.file || local !== previous.local)) {
       this.generation++;
       this.dropChainsThrough(dir);
+      // However the change was found (an event, or a stat of a directory whose watch is not set up
+      // yet or that is not watched), the catalog hears of it.
+      const [before, after] = [previous.signature.split("|"), fresh.signature.split("|")];
+      this.candidates.forEach(({ name }, i) => {
+        if (before[i + 1] !== after[i + 1]) this.tellCandidate(dir + sep + name);
+      });
     }
     this.records.set(dir, record);
     const indirect = (version: FileVersion | null) => version !== null && dirname(version.path) !== dir;
@@ -624,6 +630,15 @@ export class FileStore {
     }
   }
 
+  /** Tells the catalog a context file name at `path` may have changed; whatever its look throws is logged, not thrown. */
+  private tellCandidate(path: string): void {
+    try {
+      this.options.onCandidate?.(path);
+    } catch (error) {
+      this.options.log.once(`candidate:${String(error)}`, "warn", `the worktree catalog could not look at ${path}: ${String(error)}`);
+    }
+  }
+
   private onEvent(dir: string, filename: string | Buffer | null): void {
     if (this.disposed) return;
     if (filename === null) return this.markDirty(dir);
@@ -633,12 +648,7 @@ export class FileStore {
       // Dirty first: whatever the catalog's look at the file throws (a directory no longer
       // searchable), this directory is checked at the next settle.
       this.markDirty(dir);
-      try {
-        this.options.onCandidate?.(child);
-      } catch (error) {
-        this.options.log.once(`candidate:${String(error)}`, "warn", `the worktree catalog could not look at ${child}: ${String(error)}`);
-      }
-      return;
+      return this.tellCandidate(child);
     }
     // Handled at the end of the inotify drain dispatching the event (InotifyUser.drained), or when the
     // next check begins (fs.watch events come one by one; a step's hierarchy is worked out again
