@@ -32,7 +32,7 @@ export interface ComposeExtras {
  * while its units cost far more memory than its text: only the most recently used are kept. What is
  * expensive to learn, the exact counts (a separate process), is kept as long as the version lives.
  */
-const MAX_DOCS = 512;
+const MAX_DOCS = 64;
 const docs = new LRUCache<FileVersion, Doc>({ max: MAX_DOCS });
 const counts = new WeakMap<FileVersion, Int32Array>();
 const counting = new WeakMap<FileVersion, Promise<Int32Array>>();

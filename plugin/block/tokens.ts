@@ -122,30 +122,61 @@ function replayedParts(known: RankTable, piece: Uint8Array, length: number): num
   return starts.length - 1;
 }
 
-/** Our own instance: `exec` moves `lastIndex`, and the library's regex is not ours to move. */
-const pieceSplitter = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, O200K_TOKEN_SPLIT_REGEX.flags);
+/**
+ * Our own sticky instance: `test` moves `lastIndex` (ours to move, not the library's) and, unlike
+ * `exec`, makes neither a match array nor a piece string. Sticky, it matches only where the last piece
+ * ended; where nothing matches there (no such place is known: the regex covers every character), the
+ * global search below finds the next piece, as gpt-tokenizer's own split would.
+ */
+const pieceSplitter = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, O200K_TOKEN_SPLIT_REGEX.flags.replace("g", "") + "y");
+const pieceFinder = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, O200K_TOKEN_SPLIT_REGEX.flags);
 
-/** Bounds of pieces seen before: words repeat, and a replay costs far more than a lookup. Keys are own copies (see ownCopy). */
+/**
+ * Bounds of pieces that needed more than a lookup: words repeat, and a replay costs far more than a
+ * lookup. A piece that is a token is not kept (its lookup is the cheap part). Keys are own copies
+ * (see ownCopy).
+ */
 const pieceBounds = new Map<string, number>();
-const MAX_REMEMBERED_PIECES = 50_000;
+const MAX_REMEMBERED_PIECES = 10_000;
 
 const utf8 = new TextEncoder();
 /** A piece is at most MAX_UNIT UTF-16 code units, each at most 3 UTF-8 bytes. */
 const pieceBytes = new Uint8Array(MAX_UNIT * 3);
 
-function pieceBound(piece: string, known: RankTable): number {
-  let bound = pieceBounds.get(piece);
+/** The bound of unit[from, to), a piece of the split. */
+function pieceBound(unit: string, from: number, to: number, known: RankTable): number {
+  // An ASCII piece (most of markdown and code) is its own UTF-8 bytes: copied as they are, looked up
+  // with no string made. Any other piece takes the general way.
+  const length = to - from;
+  if (length > MAX_UNIT) return byteLength(unit.slice(from, to));
+  for (let i = 0; i < length; i++) {
+    const code = unit.charCodeAt(from + i);
+    if (code >= 0x80) return generalPieceBound(unit.slice(from, to), known);
+    pieceBytes[i] = code;
+  }
+  if (rankOf(known, pieceBytes, 0, length) !== Infinity) return 1;
+  if (length > MAX_REPLAYED_BYTES) return length;
+  const piece = unit.slice(from, to);
+  return pieceBounds.get(piece) ?? remember(piece, replayedParts(known, pieceBytes, length));
+}
+
+function generalPieceBound(piece: string, known: RankTable): number {
+  const bound = pieceBounds.get(piece);
   if (bound !== undefined) return bound;
   // gpt-tokenizer looks byte runs up as DECODED strings, and decoding drops a leading BOM: a piece
-  // with U+FEFF (rare) is not replayed; a piece too long for the buffer comes only from a caller's
-  // oversized unit. Both cost their byte count.
-  if (piece.length > MAX_UNIT || piece.includes("\uFEFF")) return utf8.encode(piece).length;
+  // with U+FEFF (rare) is not replayed.
+  if (piece.includes("\uFEFF")) return byteLength(piece);
   // Bytes as gpt-tokenizer encodes them (TextEncoder: a lone surrogate becomes U+FFFD, 3 bytes).
   const length = utf8.encodeInto(piece, pieceBytes).written;
   // A whole piece is looked up as a string first; a lone surrogate is never found that way.
-  if (piece.isWellFormed() && rankOf(known, pieceBytes, 0, length) !== Infinity) bound = 1;
-  else if (length > MAX_REPLAYED_BYTES) bound = length;
-  else bound = replayedParts(known, pieceBytes, length);
+  if (piece.isWellFormed() && rankOf(known, pieceBytes, 0, length) !== Infinity) return 1;
+  if (length > MAX_REPLAYED_BYTES) return length;
+  return remember(piece, replayedParts(known, pieceBytes, length));
+}
+
+const byteLength = (piece: string): number => utf8.encode(piece).length;
+
+function remember(piece: string, bound: number): number {
   if (pieceBounds.size >= MAX_REMEMBERED_PIECES) pieceBounds.clear();
   pieceBounds.set(ownCopy(piece), bound);
   return bound;
@@ -155,9 +186,19 @@ function pieceBound(piece: string, known: RankTable): number {
 export function unitBound(unit: string): number {
   const known = rankTable();
   let total = 0;
-  pieceSplitter.lastIndex = 0;
-  for (let match = pieceSplitter.exec(unit); match !== null; match = pieceSplitter.exec(unit)) {
-    total += pieceBound(match[0], known);
+  for (let at = 0; at < unit.length; ) {
+    pieceSplitter.lastIndex = at;
+    if (pieceSplitter.test(unit)) {
+      const end = pieceSplitter.lastIndex;
+      // An empty piece costs nothing; the split moves on by a code point, as matchAll does.
+      if (end === at) at += unit.codePointAt(at)! > 0xffff ? 2 : 1;
+      else total += pieceBound(unit, at, (at = end), known);
+      continue;
+    }
+    pieceFinder.lastIndex = at;
+    const match = pieceFinder.exec(unit);
+    if (match === null) break;
+    at = match.index;
   }
   return total;
 }

@@ -94,8 +94,13 @@ const QUIET_MS = 50;
 const BARRIER_TIMEOUT_MS = 100;
 /** Reads of directories not known yet run in slices this long at most, so a cold start never stalls the loop. */
 const SLICE_MS = 4;
-/** Calls that follow one another with no turn of the event loop extend a slice until it is this long. */
-const UNYIELDED_MS = 5;
+/**
+ * Calls that follow one another with no turn of the event loop extend a slice until it is this long:
+ * a step's own new chain is read inline after a previous step's work (at most this plus SLICE_MS
+ * without a turn, well under the 20 ms a stall is), where waiting for the turn would cost the step
+ * whatever else the loop runs first.
+ */
+const UNYIELDED_MS = 10;
 /** Start resolutions and chains remembered at most (both are cheap to compute again). */
 const MAX_STARTS = 16384;
 const MAX_CHAINS = 8192;
@@ -200,7 +205,10 @@ export class FileStore {
   private readonly timers = new Set<ReturnType<typeof setTimeout>>();
   private readonly unlinks: string[] = [];
 
+  /** Reads a call waits for, in order. */
   private readonly queue: (() => void)[] = [];
+  /** Work no call waits for (watches to start): run in slices once no read is queued. */
+  private readonly background: (() => void)[] = [];
   /** When the current slice began and when it ends (performance.now()). */
   private sliceStart = -Infinity;
   private sliceEnd = 0;
@@ -342,11 +350,11 @@ export class FileStore {
     if (this.disposed) return;
     // A call that began after the current slice did may follow the last call with no turn of the
     // event loop between them (inotify's barrier needs none): it gets SLICE_MS of its own, after the
-    // work queued before it, as long as the loop has not gone UNYIELDED_MS without a turn. Past
-    // that its reads wait for the next turn, and the loop turns.
+    // reads queued before it (not the background's watches), as long as the loop has not gone
+    // UNYIELDED_MS without a turn. Past that its reads wait for the next turn, and the loop turns.
     if (this.sliceTimer !== undefined && this.sliceStart < since && performance.now() - this.sliceStart < UNYIELDED_MS) {
       this.sliceEnd = performance.now() + SLICE_MS;
-      this.runQueued();
+      this.runQueued(false);
     }
     if (this.mode === "watch" && this.inotify === undefined && this.passedAt < since) void this.barrier(since);
   }
@@ -376,6 +384,7 @@ export class FileStore {
     if (this.sliceTimer !== undefined) clearImmediate(this.sliceTimer);
     // Whoever waits on a queued read is answered (with nothing): the store is closed.
     for (const work of this.queue.splice(0)) work();
+    this.background.length = 0;
     this.records.clear();
     this.chains.clear();
     this.starts.clear();
@@ -677,7 +686,8 @@ export class FileStore {
       // A watch costs 1-10 us: thousands at once would stall the loop, so they start in slices (until
       // then the directory counts as unwatched, and is stat'd by every settle that asks for it).
       const held = entry;
-      if (this.mode === "watch") this.enqueue(() => held.refs > 0 && held.handle === undefined && this.mode === "watch" && this.startWatch(dir, held));
+      // Behind any read a call waits for: the directory is stat'd by each settle meanwhile, so a late watch costs no freshness.
+      if (this.mode === "watch") this.enqueue(() => held.refs > 0 && held.handle === undefined && this.mode === "watch" && this.startWatch(dir, held), this.background);
     }
   }
 
@@ -905,8 +915,8 @@ export class FileStore {
     );
   }
 
-  private enqueue(work: () => void): void {
-    this.queue.push(work);
+  private enqueue(work: () => void, queue = this.queue): void {
+    queue.push(work);
     if (this.sliceTimer !== undefined) return;
     // The turn's slice, as if a read had opened it: it dates the run of work with no turn since.
     this.openSlice();
@@ -931,14 +941,18 @@ export class FileStore {
   private runSlice(): void {
     if (this.disposed) return;
     this.openSlice();
-    this.queue.shift()?.();
+    (this.queue.shift() ?? this.background.shift())?.();
     this.runQueued();
-    this.sliceTimer = this.queue.length > 0 ? setImmediate(() => this.runSlice()) : undefined;
+    this.sliceTimer = this.queue.length > 0 || this.background.length > 0 ? setImmediate(() => this.runSlice()) : undefined;
   }
 
-  /** Queued work, in order, while the current slice lasts. */
-  private runQueued(): void {
-    while (this.queue.length > 0 && performance.now() < this.sliceEnd && !this.disposed) this.queue.shift()!();
+  /** Queued work while the current slice lasts: the reads in order, then (`background`) the background's. */
+  private runQueued(background = true): void {
+    while (performance.now() < this.sliceEnd && !this.disposed) {
+      const work = this.queue.shift() ?? (background ? this.background.shift() : undefined);
+      if (work === undefined) return;
+      work();
+    }
   }
 }
 
