@@ -307,7 +307,7 @@ for (const events of ["inotify", "fs.watch"] as const) describe(`freshness (even
 });
 
 describe("watches and memory", () => {
-  // The window is UNYIELDED_MS (10 ms) of wall time from the first read: a pause of the shared machine
+  // The window is UNYIELDED_MS (5 ms) of wall time from the first read: a pause of the shared machine
   // (another process's turn, the collector) can close it before the second call, so it gets two more tries.
   test("a call that follows another with no turn of the event loop between them reads its new chain inline, ahead of the watches queued before it", { retry: 2 }, async () => {
     const { root, store } = setUp();
