@@ -56,8 +56,11 @@ let shared: Inotify | undefined;
 
 export class Inotify {
   private readonly users = new Set<InotifyUser>();
-  /** Watch descriptor → its directory's listeners (two paths of one inode share a descriptor). */
-  private readonly listeners = new Map<number, { readonly dir: string; readonly calls: Set<DirListener> }>();
+  /**
+   * Watch descriptor → its directory's listeners (two paths of one inode share a descriptor). An
+   * array, not a Set: nearly every directory has one, and a Set costs ten times its bytes.
+   */
+  private readonly listeners = new Map<number, { readonly dir: string; readonly calls: DirListener[] }>();
   private readonly view: DataView;
   private readonly decoder = new TextDecoder();
   private readonly encoder = new TextEncoder();
@@ -122,16 +125,19 @@ export class Inotify {
     }
     let entry = this.listeners.get(wd);
     if (entry === undefined) {
-      entry = { dir, calls: new Set() };
+      entry = { dir, calls: [] };
       this.listeners.set(wd, entry);
     }
     const calls = entry.calls;
     // Each watch is its own listener, even when a caller passes one function twice.
     const own: DirListener = (name) => listener(name);
-    calls.add(own);
+    calls.push(own);
     return {
       close: () => {
-        if (!calls.delete(own) || calls.size > 0 || this.listeners.get(wd)?.calls !== calls) return;
+        const at = calls.indexOf(own);
+        if (at === -1) return;
+        calls.splice(at, 1);
+        if (calls.length > 0 || this.listeners.get(wd)?.calls !== calls) return;
         this.listeners.delete(wd);
         // EINVAL when the kernel let go of it already (the directory went): nothing to undo.
         if (!this.closed) this.libc.inotify_rm_watch(this.fd, wd);
@@ -171,7 +177,7 @@ export class Inotify {
         const end = nameBytes.indexOf(0);
         const name = mask & SELF || length === 0 ? basename(entry.dir) : this.decoder.decode(end === -1 ? nameBytes : nameBytes.subarray(0, end));
         if (mask & IN_IGNORED) this.listeners.delete(wd);
-        for (const call of [...entry.calls]) guarded(() => call(name));
+        for (const call of entry.calls.slice()) guarded(() => call(name));
       }
     }
   }
