@@ -101,10 +101,10 @@ export function plan(input: PlanInput): PlanResult {
   const everything = items.reduce((total, { doc, counts }, i) => total + heads[i]! + wholeTail + (counts ? sum(counts) : bound(doc, frame)), fixed);
   if (everything <= budget || items.length === 0) {
     const empty = (items.length === 0 && deleted.length === 0 && notices.length === 0) || fixed > budget;
-    return Object.freeze({ decisions: Object.freeze(items.map(() => WHOLE)), named: 0, empty });
+    return Object.freeze({ decisions: items.map(() => WHOLE), named: 0, empty });
   }
   const need = items.filter((item) => item.counts === undefined).map((item) => item.doc);
-  if (need.length > 0) return Object.freeze({ need: Object.freeze(need) });
+  if (need.length > 0) return Object.freeze({ need });
   return planExactly(input, fixed, heads, wholeTail);
 }
 
@@ -259,7 +259,7 @@ function planExactly(input: PlanInput, fixed: number, heads: readonly number[], 
       return Object.freeze({ state: "cut", keptUnits: k, keptTokens: d.prefix[k]!, totalTokens: total(i), line: d.layout.lines[k]! });
     });
     const left = decisions.filter((decision) => decision.state === "omitted").length;
-    return Object.freeze({ decisions: Object.freeze(decisions), named: Math.min(named, left), empty: false });
+    return Object.freeze({ decisions, named: Math.min(named, left), empty: false });
   };
   const nothing = (): Plan => {
     kept.fill(OMITTED);

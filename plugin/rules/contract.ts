@@ -206,8 +206,8 @@ function buildContract(frontmatter: Frontmatter): Contract {
     priority: priority?.value ?? DEFAULT_CONTRACT.priority,
     merge: merge?.value ?? DEFAULT_CONTRACT.merge,
     watch: watch?.value.globs ?? DEFAULT_CONTRACT.watch,
-    unknownKeys: Object.freeze(Object.keys(frontmatter).filter((key) => !KNOWN_KEYS.has(key))),
-    problems: Object.freeze(problems.map((problem) => Object.freeze(problem))),
+    unknownKeys: Object.keys(frontmatter).filter((key) => !KNOWN_KEYS.has(key)),
+    problems: problems.map((problem) => Object.freeze(problem)),
   });
   compiled.set(contract, { paths: pathsApply ? paths.value.set : undefined, watch: watch?.value.set });
   return contract;
@@ -250,7 +250,7 @@ function checkDescription(value: unknown): Checked<string> {
 function checkList(value: unknown): Checked<readonly string[]> {
   if (typeof value === "string") {
     const items = splitList(value);
-    return items.length > MAX_LIST_ITEMS ? bad(`has more than ${MAX_LIST_ITEMS} items`) : ok(Object.freeze(items));
+    return items.length > MAX_LIST_ITEMS ? bad(`has more than ${MAX_LIST_ITEMS} items`) : ok(items);
   }
   if (!Array.isArray(value)) return bad(`expects a string or a list of strings, got ${show(value)}`);
   if (value.length > MAX_LIST_ITEMS) return bad(`has ${value.length} items, more than ${MAX_LIST_ITEMS}`);
@@ -260,7 +260,7 @@ function checkList(value: unknown): Checked<readonly string[]> {
     if (BLANK.test(item)) return bad(`item ${index + 1} is blank`);
     items.push(item.trim());
   }
-  return ok(Object.freeze(items));
+  return ok(items);
 }
 
 function splitList(text: string): string[] {
@@ -378,7 +378,7 @@ function compileGlobSet(globs: readonly string[], base: string): GlobSet {
       throw error;
     }
   }
-  return Object.freeze({ include: Object.freeze(include), exclude: Object.freeze(exclude) });
+  return Object.freeze({ include, exclude });
 }
 
 /**
