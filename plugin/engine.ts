@@ -785,7 +785,9 @@ export class Engine {
         if (hierarchy !== undefined) this.hierarchies.set(session, { ...memo, key, evictions: session.evictions, hierarchy });
       }
       if (hierarchy === undefined) {
-        hierarchy = await hierarchyOf(this.store, this.settings.directory, [...session.touched.values()], [...session.pins.values()]);
+        // The last hierarchy, when it holds a subset of these touches (none forgotten since) and the same pins as of this generation, lends what it learned.
+        const lender = memo !== undefined && memo.evictions === session.evictions && memo.base.startsWith(`${generation}:${session.pinRevision}:`) ? memo.hierarchy : undefined;
+        hierarchy = await hierarchyOf(this.store, this.settings.directory, [...session.touched.values()], [...session.pins.values()], lender);
         const base = `${generation}:${session.pinRevision}:${session.order}`;
         this.hierarchies.set(session, { key, base, evictions: session.evictions, order: session.order, hierarchy });
         // Deleted while this was computed: its watches were let go already, and must stay so.

@@ -77,13 +77,17 @@ export interface ChainSource {
 /**
  * The hierarchy for `touches` (oldest first) with `sessionDir` as the oldest of all, then the `pins`
  * (a pinned directory brings its chain, a pinned file only itself). Known answers are taken as they
- * are: only what is new costs a promise.
+ * are: only what is new costs a promise. `before`, the hierarchy of a subset of these touches and the
+ * same pins as of the source's current state (the caller's to know), lends what it learned: where its
+ * paths start, and the directories its walks visit. Its priorities are not reused: they are computed
+ * again, so the result is the same with or without it (in a 2,000-directory session a new directory
+ * then costs a few milliseconds less).
  */
-export async function hierarchyOf(source: ChainSource, sessionDir: string, touches: readonly ToolPath[], pins: readonly ToolPath[] = []): Promise<Hierarchy> {
+export async function hierarchyOf(source: ChainSource, sessionDir: string, touches: readonly ToolPath[], pins: readonly ToolPath[] = [], before?: Hierarchy): Promise<Hierarchy> {
   const newestFirst = [...touches].reverse();
   newestFirst.push({ path: sessionDir, isFile: false });
   const all = [...newestFirst, ...pins];
-  const starts = await settle(all.map((touch) => source.resolveStart(touch.path, touch.isFile)));
+  const starts = await settle(all.map((touch) => before?.starts.get(touch.path) ?? source.resolveStart(touch.path, touch.isFile)));
   const startByPath = new Map<string, string>();
   const startDirs: string[] = [];
   const seenStart = new Set<string>();
@@ -106,12 +110,12 @@ export async function hierarchyOf(source: ChainSource, sessionDir: string, touch
   const tiers: number[] = [];
   const byPath = new Map<string, FileVersion>();
   const byDir = new Map<string, FileVersion>();
-  const dirSet = new Set<string>();
+  const dirSet = new Set<string>(before?.dirSet);
   const manual = new Set<string>();
   const closest = new Set<string>();
   let tier = 0;
   startDirs.forEach((dir, i) => {
-    for (const visited of source.walkOf(dir)) dirSet.add(visited);
+    if (before?.startDirs.has(dir) !== true) for (const visited of source.walkOf(dir)) dirSet.add(visited);
     const chain = chains[i]!;
     const nearest = chain[chain.length - 1];
     if (nearest !== undefined && !(fileOnly.has(dir) && nearest.dir !== dir)) closest.add(nearest.path);

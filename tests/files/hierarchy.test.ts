@@ -1,0 +1,60 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import fc from "fast-check";
+import { join } from "node:path";
+import { hierarchyOf, type Hierarchy } from "../../plugin/session/hierarchy.ts";
+import type { ToolPath } from "../../plugin/host/tool-paths.ts";
+import { Scratch } from "./helpers.ts";
+
+const scratch = new Scratch();
+afterEach(() => scratch.cleanup());
+
+/** Everything a hierarchy says, in comparable form (its sets as sorted lists where order is not part of it). */
+function shape(hierarchy: Hierarchy) {
+  return {
+    files: hierarchy.files.map((file) => file.path),
+    tiers: hierarchy.tiers,
+    byDir: [...hierarchy.byDir].map(([dir, file]) => [dir, file.path]).sort(),
+    dirs: [...hierarchy.dirSet].sort(),
+    starts: [...hierarchy.starts].sort(),
+    startDirs: [...hierarchy.startDirs].sort(),
+    pinnedStarts: [...hierarchy.pinnedStarts].sort(),
+    manual: [...hierarchy.manual].sort(),
+    closest: [...hierarchy.closest].sort(),
+    chains: hierarchy.chains.map((chain) => chain.map((file) => file.path)),
+  };
+}
+
+describe("hierarchyOf", () => {
+  test("a hierarchy of earlier touches lent to it changes nothing of the result (property)", async () => {
+    const root = scratch.dir();
+    const files: Record<string, string> = { "AGENTS.md": "root\n", "x.ts": "" };
+    const dirs = ["a", "a/b", "a/b/c", "a/d", "e", "e/f/g", "h"];
+    for (const [i, dir] of dirs.entries()) {
+      if (i % 2 === 0) files[`${dir}/AGENTS.md`] = `${dir}\n`;
+      files[`${dir}/x.ts`] = "";
+    }
+    files["a/b/CLAUDE.md"] = "claude\n";
+    scratch.write(root, files);
+    const store = scratch.store(root, { watch: false });
+    // Directories and files, some missing (a path not created yet starts at its nearest existing directory).
+    const paths: ToolPath[] = [
+      ...dirs.map((dir) => ({ path: join(root, dir), isFile: false })),
+      ...dirs.map((dir) => ({ path: join(root, dir, "x.ts"), isFile: true })),
+      { path: join(root, "x.ts"), isFile: true },
+      { path: join(root, "a/b/missing/y.ts"), isFile: true },
+      { path: join(root, "nowhere"), isFile: false },
+    ];
+    const touches = fc.uniqueArray(fc.constantFrom(...paths), { selector: (touch) => touch.path, minLength: 1, maxLength: 10 });
+    const pins = fc.uniqueArray(fc.constantFrom(...paths), { selector: (touch) => touch.path, maxLength: 3 });
+    await fc.assert(
+      fc.asyncProperty(touches, pins, fc.nat(), async (all, pinned, cut) => {
+        const earlier = all.slice(0, cut % all.length);
+        const before = await hierarchyOf(store, root, earlier, pinned);
+        const alone = await hierarchyOf(store, root, all, pinned);
+        const lent = await hierarchyOf(store, root, all, pinned, before);
+        expect(shape(lent)).toEqual(shape(alone));
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
