@@ -101,8 +101,22 @@ async function steps(tree: Tree, touchedCount: number, seriesMs: number) {
     }
     result[`parallel${parallel}`] = Object.fromEntries(Object.entries(samples).map(([who, s]) => [who, summary(s)]));
   }
+  // Then each step reaches a directory the session never touched (one call): the hierarchy grows.
+  const samples: Record<string, number[]> = { ours: [], naive: [], statCache: [] };
+  for (const [i, id] of tree.touchOrder.slice(touchedCount, touchedCount + NEW_DIR_STEPS).entries()) {
+    const calls = [toolCall(tree, id, i)];
+    for (let k = 0; k < 3; k++) {
+      const who = ["ours", "naive", "statCache"][(i + k) % 3] as string;
+      const loader = loaders[who];
+      samples[who]?.push(loader ? loaderStep(loader, calls) : (await step(session, calls)).ms);
+    }
+  }
+  result.newDir = Object.fromEntries(Object.entries(samples).map(([who, s]) => [who, summary(s)]));
   return result;
 }
+
+/** Steps that each reach a new directory, after the series on touched ones. */
+const NEW_DIR_STEPS = 100;
 
 /** Longer than the catalog's latest start (1 s) plus its build on the 10,000-file tree. */
 const STARTUP_SETTLED_MS = 3000;

@@ -169,8 +169,14 @@ const stepRows = Object.entries(steps).flatMap(([key, result]) =>
     const ratio = f((s.statCache?.p50 ?? NaN) / (s.ours?.p50 ?? NaN));
     const [files, dirs] = key.split("/").map(Number);
     return [`${int(files)} files, ${int(dirs)} dirs`, parallel, cell("ours"), cell("naive"), cell("statCache"), ratio, s.ours?.n ?? 0];
-  }),
+  }).concat(result.newDir ? [newDirRow(key, result.newDir as Record<string, Summary>)] : []),
 );
+/** The steps that each reach a never-touched directory (the session grows by one directory a step). */
+function newDirRow(key: string, s: Record<string, Summary>): Array<string | number> {
+  const cell = (who: string) => `${f(s[who]?.p50, 3)} / ${f(s[who]?.p99, 3)}`;
+  const [files, dirs] = key.split("/").map(Number);
+  return [`${int(files)} files, ${int(dirs)} dirs, a new dir each step`, 1, cell("ours"), cell("naive"), cell("statCache"), f((s.statCache?.p50 ?? NaN) / (s.ours?.p50 ?? NaN)), s.ours?.n ?? 0];
+}
 const ran = Object.entries(modes).filter(([, r]) => r) as Array<[string, Json]>;
 const sessionHead = ["delivery", "system-prompt changes", "cache-write tokens", "cache-read tokens", "billed", "billed without plugin",
   "added by plugin (billed)", "plugin tokens sent (all requests)", "plugin tokens in last prompt", "hierarchy files in last prompt"];
@@ -207,6 +213,9 @@ chain each step; (b) stats every chain file each step, re-reads only what change
 background work, the worktree catalog, is done by then, as it is in OpenCode before its first message) and 10
 warm-up steps; a series
 runs at least 200 steps and 6 s, and stops at 2,000 steps or 25 s (fewer steps then: see the last column).
+"A new dir each step" (no target): then 100 steps of one call, each in a directory the session never touched,
+so its hierarchy grows by one directory (and its chain) a step: what a long session pays for each place it
+reaches, reads of the new chain included (each loader reads it too).
 
 ${table(["repo", "calls/step", "ours", "(a) naive", "(b) stat cache", "(b)/ours p50", "steps"], stepRows)}
 
