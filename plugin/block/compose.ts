@@ -76,7 +76,7 @@ export async function compose(
     items.map(({ file, tier }) => {
       const doc = docOf(file);
       const known = counts.get(file);
-      return known === undefined ? { doc, tier } : { doc, tier, counts: known };
+      return known === undefined ? { doc, tier, bound: boundOf(file) } : { doc, tier, counts: known };
     });
   for (;;) {
     const input = { kind, items: planItems(), budget, frame: textBound, ...extras };
@@ -100,8 +100,17 @@ export async function compose(
   }
 }
 
-/** Each version's bound, once: a record of a 2,000-file hierarchy must not remake 2,000 docs. */
+/**
+ * Each version's bound (the sum of its units'), once: planning, the block's own count and records all
+ * ask for it, and a record of a 2,000-file hierarchy must not remake 2,000 docs.
+ */
 const bounds = new WeakMap<FileVersion, number>();
+
+function boundOf(file: FileVersion): number {
+  let bound = bounds.get(file);
+  if (bound === undefined) bounds.set(file, (bound = docOf(file).units.reduce((sum, unit) => sum + unitBound(unit), 0)));
+  return bound;
+}
 
 /** Whether `knownTokens(file)` is the exact count (else it is the bound, until counts arrive). */
 export function tokensExact(file: FileVersion): boolean {
@@ -118,12 +127,11 @@ let revision = 0;
 export function knownTokens(file: FileVersion): number {
   const known = counts.get(file);
   if (known !== undefined) return known.reduce((sum, count) => sum + count, 0);
-  let bound = bounds.get(file);
-  if (bound === undefined) bounds.set(file, (bound = docOf(file).units.reduce((sum, unit) => sum + unitBound(unit), 0)));
-  return bound;
+  return boundOf(file);
 }
 
 function contentTokens(item: PlanItem, units: number): number {
+  if (item.counts === undefined && item.bound !== undefined && units === item.doc.units.length) return item.bound;
   let tokens = 0;
   for (let i = 0; i < units; i++) tokens += item.counts?.[i] ?? unitBound(item.doc.units[i]!);
   return tokens;

@@ -51,6 +51,8 @@ export interface PlanItem {
   readonly tier: number;
   /** Exact token count of each unit of `doc`, when known. */
   readonly counts?: Int32Array;
+  /** A provable upper bound of the doc's tokens (the sum over its units), when the caller knows it; else `frame`'s is taken. */
+  readonly bound?: number;
 }
 
 export interface PlanInput {
@@ -98,7 +100,7 @@ export function plan(input: PlanInput): PlanResult {
   const wholeTail = frame(WHOLE_TAIL);
   // Everything whole: proven with exact counts where given and frame's upper bound elsewhere. A
   // bound proves only what the exact counts would decide too, so the outcome never depends on it.
-  const everything = items.reduce((total, { doc, counts }, i) => total + heads[i]! + wholeTail + (counts ? sum(counts) : bound(doc, frame)), fixed);
+  const everything = items.reduce((total, { doc, counts, bound: known }, i) => total + heads[i]! + wholeTail + (counts ? sum(counts) : (known ?? bound(doc, frame))), fixed);
   if (everything <= budget || items.length === 0) {
     const empty = (items.length === 0 && deleted.length === 0 && notices.length === 0) || fixed > budget;
     return Object.freeze({ decisions: items.map(() => WHOLE), named: 0, empty });
