@@ -66,10 +66,11 @@ const MAX_REAL_PATHS = 16_384;
 /** Below this many tokens left in a step, nothing more is delivered until the next step. */
 const MIN_DELIVERY_TOKENS = 64;
 /**
- * The catalog is built once the steps have left the event loop alone this long (or, under steady
- * work, CATALOG_MAX_DEFER_MS after start): its git walks and reads would otherwise share the CPU
- * with the first steps of a session that starts at once. OpenCode sends a session's first message
- * 0.2-1.3 s after it starts the plugin (measured), so there it starts right away.
+ * The catalog is built, and the libraries loaded, once start-up and the steps have left the event
+ * loop alone this long (or, under steady work, CATALOG_MAX_DEFER_MS after start): their git walks,
+ * reads and module loads would otherwise share the CPU with the first steps of a session that starts
+ * at once. OpenCode sends a session's first message 0.2-1.3 s after it starts the plugin (measured),
+ * so there both are under way 50 ms after start.
  */
 const CATALOG_QUIET_MS = 50;
 const CATALOG_MAX_DEFER_MS = 1000;
@@ -103,14 +104,14 @@ export class Engine {
   /** The worktree's always, agent and manual files; undefined until its index is built. */
   private catalog: Catalog | undefined;
   private catalogReady: Promise<void> | undefined;
-  /** Start-up's library loads, each in a task of its own: a step waits for them rather than load one in one go. */
-  private librariesLoaded: Promise<void> | undefined;
   /** Started and not settled yet (built, or failed: then there is none). */
   private catalogBuilding = false;
   /** Steps reading their hierarchy now, and the catalog's reads waiting for none to be: the catalog gives way to steps. */
   private reading = 0;
   /** When a step last read its hierarchy: the catalog waits for a quiet moment. */
-  private lastRead = -Infinity;
+  private lastRead = performance.now();
+  /** Steps waiting to read (for git's settings of ignoring): busy too, for the quiet moment. */
+  private waitingToRead = 0;
   private readonly idleWaiters: (() => void)[] = [];
   /** Context or rule files created, changed or deleted while the catalog was being built (it listed the worktree before). */
   private readonly missedCandidates = new Set<string>();
@@ -162,20 +163,21 @@ export class Engine {
   /**
    * Builds the worktree's catalog (always, agent, manual and rule files) in the background, once the
    * steps leave the event loop alone (quietMoment); no step waits for it but one that needs it (see
-   * fresh). Steps wait for `librariesLoaded` instead, and so do the catalog's reads, so that no task
-   * of the catalog runs into start-up's own library loads. git's settings of ignoring are asked at
-   * once: until the catalog is built, they and the .gitignore files on the way judge what a step reads.
+   * fresh). `loadLibraries` (gray-matter and the like, each in a task of its own) starts then too, and
+   * the catalog's reads wait for it: a step does not, as the frontmatter most files have is read
+   * without them (frontmatter.ts). git's settings of ignoring are asked at once: until the catalog is
+   * built, they and the .gitignore files on the way judge what a step reads.
    */
-  startCatalog(librariesLoaded?: Promise<void>): void {
+  startCatalog(loadLibraries?: () => Promise<void>): void {
     const { options, log } = this.settings;
     if (this.catalogReady !== undefined || this.disposed) return;
-    this.librariesLoaded = librariesLoaded;
     this.catalogBuilding = true;
     const indexLog = (level: "warn" | "info", message: string) => log.once(`index:${message}`, level, message);
     const basis = readIgnoreBasis(this.store.realRoot, indexLog);
     this.near = basis.then((answer) => (answer.ok ? (this.nearNow = new NearIgnores(this.store.realRoot, answer, indexLog)) : undefined));
     // Not built at all when the plugin is disposed while it waits for a quiet moment.
     this.catalogReady = this.quietMoment().then(() => (this.disposed ? undefined : Catalog.build({
+      readsAfter: loadLibraries?.(),
       basis,
       worktree: this.store.realRoot,
       fileNames: options.fileNames,
@@ -184,7 +186,6 @@ export class Engine {
       maxFileBytes: options.maxFileBytes,
       watch: options.watch,
       log,
-      readsAfter: librariesLoaded,
       giveWay: () => (this.reading === 0 ? undefined : new Promise<void>((resolve) => this.idleWaiters.push(resolve))),
     }))).then(
       (catalog) => {
@@ -215,7 +216,7 @@ export class Engine {
     for (;;) {
       const now = performance.now();
       const quietIn = this.lastRead + CATALOG_QUIET_MS - now;
-      if ((quietIn <= 0 && this.reading === 0) || this.catalogWanted || now >= latest || this.disposed) return;
+      if ((quietIn <= 0 && this.reading === 0 && this.waitingToRead === 0) || this.catalogWanted || now >= latest || this.disposed) return;
       // While a step reads, the quiet moment is at least CATALOG_QUIET_MS away.
       const wait = quietIn > 0 ? quietIn : CATALOG_QUIET_MS;
       await new Promise<void>((resolve) => {
@@ -237,17 +238,18 @@ export class Engine {
   }
 
   /**
-   * What a step waits for before it reads: start-up's library loads, and before the catalog is built
-   * git's settings of ignoring (or, when git cannot tell them, the catalog and its walk). Outside
-   * `reading`, so that the catalog does not wait for a step that waits for it.
+   * What a step waits for before it reads: before the catalog is built, git's settings of ignoring
+   * (or, when git cannot tell them, the catalog and its walk). Outside `reading`, so that the catalog
+   * does not wait for a step that waits for it.
    */
   private async readyToRead(): Promise<void> {
-    if (this.librariesLoaded !== undefined) {
-      await this.librariesLoaded;
-      this.librariesLoaded = undefined;
-    }
     if (!this.catalogBuilding || this.nearNow !== undefined) return;
-    if ((await this.near) === undefined) await this.catalogBuilt();
+    this.waitingToRead++;
+    try {
+      if ((await this.near) === undefined) await this.catalogBuilt();
+    } finally {
+      this.waitingToRead--;
+    }
   }
 
   get delivery(): "stable" | "system" {

@@ -41,9 +41,9 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
     const worktree = typeof input.worktree === "string" && input.worktree !== "" && input.worktree !== "/" ? input.worktree : directory;
     const engine = await Engine.create({ directory, worktree, options, log, client: input.client });
     log.log("info", `project-context ${VERSION} started: worktree ${worktree}, delivery ${options.delivery}, watcher ${engine.store.stats.events ?? "off"}, records ${engine.records?.dir ?? "off"}`);
-    // The libraries load, each in a task of its own, while git's settings of ignoring are asked; a
-    // session's first step waits for both, not for the worktree's catalog (built in the background).
-    engine.startCatalog(warmUp(log));
+    // The libraries load with the worktree's catalog, in the background once steps leave the loop
+    // alone; a session's first step waits for git's settings of ignoring only.
+    engine.startCatalog(() => warmUp(log));
     return {
       "tool.execute.before": createToolBefore(engine, log),
       "tool.execute.after": createToolAfter(engine, log),
@@ -62,10 +62,11 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
 };
 
 /**
- * The libraries a first step would otherwise load in one go (gray-matter with js-yaml and esprima,
- * 20-35 ms; the token bound's table, about 1 ms) are loaded right after start-up, each in an
- * event-loop task of its own, so that no task of the plugin blocks OpenCode for long; a session's
- * steps wait for them (Engine.fresh), and so do the catalog's reads.
+ * The libraries a step would otherwise load in one go (gray-matter with js-yaml and esprima, 20-35
+ * ms; the token bound's table, about 1 ms) are loaded in the background, each in an event-loop task
+ * of its own, so that no task of the plugin blocks OpenCode for long; the catalog's reads wait for
+ * them. A step reads most frontmatter without gray-matter (frontmatter.ts): one that meets another
+ * shape before the loads are done loads it there and then.
  */
 async function warmUp(log: Logger): Promise<void> {
   for (const load of [...WARM_FRONTMATTER, warmBound]) {

@@ -109,6 +109,66 @@ function requireFrom(...chain: string[]): NodeJS.Require {
   return from;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The plain mappings most frontmatter is, read without gray-matter.
+//
+// gray-matter and js-yaml (with esprima, which js-yaml loads for a type the safe schema never uses)
+// take 20-35 ms to load, the largest part of a first step. A block of `key: value` lines whose values
+// are all of a few unambiguous shapes is read here instead, to the very value js-yaml's safeLoad
+// gives (a property test holds the two equal): printable ASCII only, no indentation, comments, tabs,
+// anchors, tags or multi-line scalars, no duplicate key. Anything else goes to gray-matter.
+//   plain scalar  starts with a letter, then letters, digits, spaces and `_ . / ( ) , ; + = @ * ' " -`
+//                 (no `:` or `#`, which could end it): a string, but for null/Null/NULL, true/True/TRUE
+//                 and false/False/FALSE (js-yaml's YAML 1.2 core, where yes/no/on/off are strings)
+//   integer       0, or 1-15 digits not starting with 0 (no octal, sexagesimal or float to tell apart)
+//   quoted        "..." without `"` or `\`, '...' without `'`: the text between
+//   flow list     [] or [item, item] of quoted strings
+//   nothing       `key:` alone: null
+// ---------------------------------------------------------------------------------------------
+
+const SIMPLE_LINE = /^([A-Za-z][A-Za-z0-9_-]*):(?:[ ]+(.*?))?[ ]*$/;
+const PLAIN = /^[A-Za-z][A-Za-z0-9 _./(),;+=@*'"-]*$/;
+const INTEGER = /^(?:0|[1-9][0-9]{0,14})$/;
+const QUOTED = /^(?:"([ !#-[\]-~]*)"|'([ -&(-~]*)')$/;
+const FLOW_LIST = /^\[[ ]*(.*?)[ ]*\]$/;
+const KEYWORDS: Readonly<Record<string, null | boolean>> = Object.freeze({ null: null, Null: null, NULL: null, true: true, True: true, TRUE: true, false: false, False: false, FALSE: false });
+
+/** The block's mapping when it is one of the plain shapes above, else undefined (gray-matter decides). */
+export function simpleYaml(inner: string): Record<string, unknown> | undefined {
+  if (!/^[ -~\n]*$/.test(inner)) return undefined;
+  const mapping: Record<string, unknown> = {};
+  for (const line of inner.split("\n")) {
+    if (line.trim() === "") continue;
+    const match = SIMPLE_LINE.exec(line);
+    if (match === null) return undefined;
+    const [, key = "", text] = match;
+    // __proto__ and friends: js-yaml defines such keys as own properties, an assignment would not.
+    if (key.startsWith("__") || Object.hasOwn(mapping, key)) return undefined;
+    const value = text === undefined ? null : simpleValue(text);
+    if (value === undefined) return undefined;
+    mapping[key] = value;
+  }
+  return mapping;
+}
+
+function simpleValue(text: string): unknown {
+  if (Object.hasOwn(KEYWORDS, text)) return KEYWORDS[text];
+  if (INTEGER.test(text)) return Number(text);
+  if (PLAIN.test(text)) return text;
+  const quoted = QUOTED.exec(text);
+  if (quoted !== null) return quoted[1] ?? quoted[2];
+  const list = FLOW_LIST.exec(text);
+  if (list === null) return undefined;
+  if (list[1] === "") return [];
+  const items: string[] = [];
+  for (const item of list[1]!.split(",")) {
+    const element = QUOTED.exec(item.trim());
+    if (element === null) return undefined;
+    items.push((element[1] ?? element[2])!);
+  }
+  return items;
+}
+
 /**
  * Splits a context file into body and frontmatter. The rule:
  * - a closed leading block that parses (YAML, or JSON with `---json`) as a mapping with at least one
@@ -129,11 +189,11 @@ export function parseFrontmatter(text: string): ParsedText {
   // YAML document): not a single mapping, so content.
   if (inner.startsWith("---") || inner.includes("\n---")) return { body: text, frontmatter: NONE };
   const body = text.slice(block[0].length);
-  let data: unknown;
+  let data: unknown = language === "" ? simpleYaml(inner) : undefined;
   try {
     // gray-matter sees exactly the block, so it and BLOCK agree on where it ends. Options (never
     // shared) also keep it from caching every input in its module-wide map.
-    data = loadMatter()(`---${language}\n${inner}\n---\n`, { engines: { ...SAFE_OPTIONS.engines } }).data;
+    data ??= loadMatter()(`---${language}\n${inner}\n---\n`, { engines: { ...SAFE_OPTIONS.engines } }).data;
   } catch (error) {
     if (language === "" && !KNOWN_KEY_LINE.test(inner)) return { body: text, frontmatter: NONE };
     const reason = (error instanceof Error ? (error.message.split("\n")[0] ?? "") : String(error)).replace(/:$/, "");

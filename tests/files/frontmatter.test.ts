@@ -1,5 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { parseFrontmatter } from "../../plugin/files/frontmatter.ts";
+import fc from "fast-check";
+import { createRequire } from "node:module";
+import { parseFrontmatter, simpleYaml } from "../../plugin/files/frontmatter.ts";
 
 describe("frontmatter: a leading block is frontmatter only as a mapping with a known key", () => {
   test("a mapping with a known key is stripped and returned", () => {
@@ -53,5 +55,63 @@ describe("frontmatter: a leading block is frontmatter only as a mapping with a k
 
   test("the frontmatter record is frozen", () => {
     expect(Object.isFrozen(parseFrontmatter("---\nroot: true\n---\n").frontmatter)).toBe(true);
+  });
+});
+
+describe("frontmatter: plain mappings read without gray-matter", () => {
+  const matter = createRequire(import.meta.url)("gray-matter") as (input: string, options: object) => { data: unknown };
+  const viaGrayMatter = (inner: string): unknown => {
+    try {
+      return matter(`---\n${inner}\n---\n`, {}).data;
+    } catch {
+      return "throws";
+    }
+  };
+  const KEY = fc.constantFrom("root", "include", "description", "paths", "globs", "alwaysApply", "priority", "merge", "watch", "owner", "true", "null", "Yes", "a_b", "x-y", "__proto__", "constructor", "9lives", "k");
+  const PIECES = ["a", "Z", "0", "9", " ", "  ", "_", ".", "/", "(", ")", ",", ";", "+", "=", "@", "*", "'", '"', "-", ":", "#", "[", "]", "{", "}", "\\", "&", "!", "|", ">", "%", "`", "?", "\t", "é"];
+  const word = fc.array(fc.constantFrom(...PIECES), { maxLength: 8 }).map((parts) => parts.join(""));
+  const plain = fc.tuple(fc.constantFrom("a", "Z", "q", "T", "n"), word).map(([first, rest]) => first + rest);
+  const keyword = fc.constantFrom("null", "Null", "NULL", "~", "true", "True", "TRUE", "false", "False", "FALSE", "yes", "no", "on", "off", "y", "n", "nan", ".nan", ".inf", "-.inf");
+  const number = fc.constantFrom("0", "7", "12", "007", "0755", "1_000", "1:30", "1e3", "1.5", "-3", "+4", "0x1F", "0b101", "0o17", "123456789012345", "1234567890123456", "2024-01-02", "2001-12-14t21:59:43.10-05:00");
+  const quoted = fc.oneof(word.map((text) => `"${text}"`), word.map((text) => `'${text}'`));
+  const list = fc.array(fc.oneof(quoted, plain), { maxLength: 4 }).map((items) => `[${items.join(fc.sample(fc.constantFrom(",", ", ", " , "), 1)[0]!)}]`);
+  const value = fc.oneof(plain, keyword, number, quoted, list, word, fc.constant(""));
+  const line = fc.oneof(
+    { weight: 8, arbitrary: fc.tuple(KEY, fc.constantFrom(": ", ":  ", ":", ": "), value, fc.constantFrom("", " ", "  ")).map(([key, colon, text, tail]) => `${key}${colon}${text}${tail}`) },
+    { weight: 1, arbitrary: fc.constantFrom("", "  ", "# a comment", "  nested: 1", "- item", "key: value # note", "a: b: c", "k:\tv", "k: v\r", "<<: x", "? complex", "k: &anchor v", "k: *alias", "k: !!str 1") },
+  );
+  const noisy = fc.array(line, { minLength: 1, maxLength: 6 }).map((lines) => lines.join("\n"));
+  // Blocks of the accepted shapes only (distinct keys), so that most runs compare a value.
+  const SAFE = ["a", "Z", "0", " ", "_", ".", "/", "(", ")", ",", ";", "+", "=", "@", "*", "'", '"', "-"];
+  const safeText = fc.array(fc.constantFrom(...SAFE.filter((piece) => piece !== "'" && piece !== '"')), { maxLength: 8 }).map((parts) => parts.join(""));
+  const safePlain = fc.tuple(fc.constantFrom("a", "Z", "q"), fc.array(fc.constantFrom(...SAFE), { maxLength: 8 })).map(([first, rest]) => (first + rest.join("")).trimEnd());
+  const safeQuoted = fc.oneof(safeText.map((text) => `"${text}"`), safeText.map((text) => `'${text}'`));
+  const safeValue = fc.oneof(safePlain, fc.constantFrom("true", "False", "NULL", "0", "42", "123456789012345", "[]"), safeQuoted, fc.array(safeQuoted, { minLength: 1, maxLength: 3 }).map((items) => `[${items.join(", ")}]`));
+  const clean = fc
+    .uniqueArray(fc.tuple(KEY.filter((key) => !/^(__|\d)/.test(key)), safeValue), { selector: ([key]) => key, minLength: 1, maxLength: 6 })
+    .map((pairs) => pairs.map(([key, text]) => `${key}: ${text}`).join("\n"));
+  const block = fc.oneof(noisy, clean);
+
+  test("whatever it reads is what gray-matter (js-yaml's safeLoad) reads (property)", () => {
+    let read = 0;
+    fc.assert(
+      fc.property(block, (inner) => {
+        const simple = simpleYaml(inner);
+        if (simple === undefined) return;
+        read++;
+        expect(simple).toEqual(viaGrayMatter(inner) as Record<string, unknown>);
+        // toEqual ignores key order; the order is part of what a mapping reads as.
+        expect(Object.keys(simple)).toEqual(Object.keys(viaGrayMatter(inner) as object));
+      }),
+      { numRuns: 5_000 },
+    );
+    // The generator mostly makes blocks it reads: the property is not vacuous.
+    expect(read).toBeGreaterThan(1_500);
+  });
+
+  test("the shapes of real frontmatter are read without gray-matter, the rest left to it", () => {
+    expect(simpleYaml('description: Conventions for api/AGENTS.md\nglobs: ["**/*.ts"]')).toEqual({ description: "Conventions for api/AGENTS.md", globs: ["**/*.ts"] });
+    expect(simpleYaml("root: true\ninclude: always\npriority: high\nalwaysApply: false\npaths: ['src/**', \"lib/**\"]\nwatch: []\nmerge:")).toEqual({ root: true, include: "always", priority: "high", alwaysApply: false, paths: ["src/**", "lib/**"], watch: [], merge: null });
+    for (const inner of ["paths:\n  - src/**", "globs: **/*.ts", "description: >\n  folded", "a: 1\na: 2", "mode: 0755", "x: é", "k: v # note", "__proto__: x"]) expect(simpleYaml(inner)).toBeUndefined();
   });
 });
