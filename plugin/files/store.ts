@@ -946,8 +946,14 @@ export class FileStore {
   private runSlice(): void {
     if (this.disposed) return;
     this.openSlice();
-    (this.queue.shift() ?? this.background.shift())?.();
-    this.runQueued();
+    // Whoever waits on a read goes on once this task ends: background work then waits for a slice of its own.
+    if (this.queue.length > 0) {
+      this.queue.shift()!();
+      this.runQueued(false);
+    } else {
+      this.background.shift()?.();
+      this.runQueued();
+    }
     this.sliceTimer = this.queue.length > 0 || this.background.length > 0 ? setImmediate(() => this.runSlice()) : undefined;
   }
 

@@ -338,6 +338,10 @@ describe("watches and memory", () => {
     const chain = store.chainOf(store.resolveStart(join(root, "n/e/w/x.ts"), true)!);
     expect(chain instanceof Promise).toBe(true);
     expect((await chain).map((file) => file.body)).toEqual(["root\n", "new\n"]);
+    // The task that read it ran no background work: the caller went on first, the watches start in a task of their own.
+    expect(store.stats.watched).toBe(0);
+    await watchesStarted();
+    expect(store.stats.watched).toBeGreaterThan(0);
   });
 
   for (const events of ["inotify", "fs.watch"] as const) {
