@@ -20,7 +20,7 @@ import { isInside, relativePosix, statPrint } from "./paths.ts";
 import { contextNamesOf, NearIgnores, readIgnoreBasis } from "./files/worktree-index.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { applyRules, awaitedBy, CRITICAL_TIER, hasImports, type Ruled } from "./rules/apply.ts";
-import { Catalog } from "./rules/catalog.ts";
+import type { Catalog } from "./rules/catalog.ts";
 import { appliesToAgent, describeProblem, matchesWatch, readContract, type Contract } from "./rules/contract.ts";
 import type { ImportRead } from "./rules/imports.ts";
 import { extendHierarchy, hierarchyOf, type Hierarchy } from "./session/hierarchy.ts";
@@ -175,8 +175,9 @@ export class Engine {
     const indexLog = (level: "warn" | "info", message: string) => log.once(`index:${message}`, level, message);
     const basis = readIgnoreBasis(this.store.realRoot, indexLog);
     this.near = basis.then((answer) => (answer.ok ? (this.nearNow = new NearIgnores(this.store.realRoot, answer, indexLog)) : undefined));
-    // Not built at all when the plugin is disposed while it waits for a quiet moment.
-    this.catalogReady = this.quietMoment().then(() => (this.disposed ? undefined : Catalog.build({
+    // Not built at all when the plugin is disposed while it waits for a quiet moment. Its module (with
+    // the ranking and its stemmer) loads then too: a first step does not need it, and starts sooner.
+    this.catalogReady = this.quietMoment().then(async () => (this.disposed ? undefined : (await import("./rules/catalog.ts")).Catalog.build({
       readsAfter: loadLibraries?.(),
       basis,
       worktree: this.store.realRoot,
