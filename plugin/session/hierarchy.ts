@@ -110,12 +110,14 @@ export async function hierarchyOf(source: ChainSource, sessionDir: string, touch
   const tiers: number[] = [];
   const byPath = new Map<string, FileVersion>();
   const byDir = new Map<string, FileVersion>();
-  const dirSet = new Set<string>(before?.dirSet);
+  // Its directories are those of its start directories' walks: taken whole only when each of those is a start directory here too.
+  const lent = before !== undefined && [...before.startDirs].every((dir) => seenStart.has(dir)) ? before : undefined;
+  const dirSet = new Set<string>(lent?.dirSet);
   const manual = new Set<string>();
   const closest = new Set<string>();
   let tier = 0;
   startDirs.forEach((dir, i) => {
-    if (before?.startDirs.has(dir) !== true) for (const visited of source.walkOf(dir)) dirSet.add(visited);
+    if (lent?.startDirs.has(dir) !== true) for (const visited of source.walkOf(dir)) dirSet.add(visited);
     const chain = chains[i]!;
     const nearest = chain[chain.length - 1];
     if (nearest !== undefined && !(fileOnly.has(dir) && nearest.dir !== dir)) closest.add(nearest.path);
