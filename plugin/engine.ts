@@ -129,8 +129,6 @@ export class Engine {
 
   /** Undefined when records are off. */
   readonly records: RecordsWriter | undefined;
-  /** The session directory is the worktree's root: a session that touched nothing else reads only the root, which git never ignores. */
-  private readonly sessionAtRoot: boolean;
 
   private constructor(
     private readonly settings: EngineSettings,
@@ -140,7 +138,6 @@ export class Engine {
     this.sessions = new Sessions(options.maxTouchedDirs, (sessionID) => store.release(sessionID), undefined, (session) => this.pinDefaults(session));
     this.replaces = contextNamesOf(options.fileNames).replaces;
     this.records = options.records ? new RecordsWriter(options.recordsDir === "" ? defaultRecordsDir() : resolve(options.recordsDir), settings.log) : undefined;
-    this.sessionAtRoot = store.resolveStart(settings.directory, false) === store.realRoot;
   }
 
   static async create(settings: EngineSettings): Promise<Engine> {
@@ -243,13 +240,11 @@ export class Engine {
 
   /**
    * What a step waits for before it reads: before the catalog is built, git's settings of ignoring
-   * (or, when git cannot tell them, the catalog and its walk), unless all it reads is the worktree's
-   * root (a session's first message, started there). Outside `reading`, so that the catalog does not
-   * wait for a step that waits for it.
+   * (or, when git cannot tell them, the catalog and its walk). Outside `reading`, so that the catalog
+   * does not wait for a step that waits for it.
    */
-  private async readyToRead(session: Session): Promise<void> {
+  private async readyToRead(): Promise<void> {
     if (!this.catalogBuilding || this.nearNow !== undefined) return;
-    if (this.sessionAtRoot && session.touched.size === 0 && session.pins.size === 0) return;
     this.waitingToRead++;
     try {
       if ((await this.near) === undefined) await this.catalogBuilt();
@@ -676,7 +671,7 @@ export class Engine {
    * written before this call is in it.
    */
   private async fresh(session: Session, ordered = false, since = performance.now()): Promise<Ruled> {
-    await this.readyToRead(session);
+    await this.readyToRead();
     let hierarchy = await this.raw(session, ordered, since);
     // A step does not wait for the catalog (git's listing of the worktree and a read of each context
     // file's head), except to inline imports (which must know what git ignores everywhere) or follow
