@@ -9,7 +9,6 @@
 import type { ChildProcess, fork as Fork } from "node:child_process";
 import { Buffer } from "node:buffer";
 import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { O200K_TOKEN_SPLIT_REGEX } from "gpt-tokenizer/encodingParams/constants";
 import { LRUCache } from "lru-cache";
 import { ownCopy } from "../strings.ts";
@@ -277,10 +276,12 @@ function failAll(error: Error): void {
 
 /** node:child_process loads with the first exact count: most sessions never need one, and its import costs start-up ~3 ms. */
 let forkLoaded: Promise<typeof Fork> | undefined;
+/** The counter's script as a path (node:url loads with it too). */
+let workerPath: string | undefined;
 
 function startChild(fork: typeof Fork): ChildProcess {
   starts++;
-  const peer = fork(fileURLToPath(workerUrl), [], {
+  const peer = fork(workerPath!, [], {
     execArgv: [],
     env: { ...process.env, BUN_BE_BUN: "1" },
     stdio: ["ignore", "ignore", "ignore", "ipc"],
@@ -324,7 +325,10 @@ const REQUEST_TIMEOUT_MS = 15_000;
 
 async function request(units: readonly string[]): Promise<readonly number[]> {
   clearTimeout(idleTimer);
-  const fork = await (forkLoaded ??= import("node:child_process").then((module) => module.fork));
+  const fork = await (forkLoaded ??= Promise.all([import("node:child_process"), import("node:url")]).then(([module, url]) => {
+    workerPath = url.fileURLToPath(workerUrl);
+    return module.fork;
+  }));
   clearTimeout(idleTimer);
   const peer = (child ??= startChild(fork));
   holdProcess(peer, true);

@@ -1,5 +1,4 @@
 import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, type Dirent } from "node:fs";
-import { opendir } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { homedir } from "node:os";
 import { extname, join, posix, resolve } from "node:path";
@@ -879,6 +878,8 @@ async function readEntries(path: string, budget: Budget): Promise<Dirent[]> {
   const entries: Dirent[] = [];
   if (!budget.take()) return entries;
   try {
+    // Loaded with the first walk (only where git cannot list): start-up needs none of node:fs/promises.
+    const { opendir } = await import("node:fs/promises");
     const handle = await opendir(path, { bufferSize: 256 });
     try {
       for (let entry = await handle.read(); entry !== null && budget.take(); entry = await handle.read()) entries.push(entry);
