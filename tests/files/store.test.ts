@@ -311,21 +311,22 @@ describe("watches and memory", () => {
   // (another process's turn, the collector) can close it before the second call, so it gets two more tries.
   test("a call that follows another with no turn of the event loop between them reads its new chain inline, ahead of the watches queued before it", { retry: 2 }, async () => {
     const { root, store } = setUp();
-    scratch.write(root, { "n/e/w/AGENTS.md": "new\n" });
+    scratch.write(root, { "n/e/w/AGENTS.md": "new\n", "o/t/h/AGENTS.md": "other\n" });
+    // The set-up's own watches start, so that the window below opens with the last call.
+    await watchesStarted();
+    const watched = store.stats.watched;
     // The last call retained a walk: its watches wait in the queue for a turn that does not come.
-    const first = store.resolveStart(join(root, "a/b/c/x.ts"), true)!;
-    expect(store.stats.watched).toBe(0);
+    store.retain("t", store.walkOf(store.resolveStart(join(root, "o/t/h/x.ts"), true)!));
     // The next call begins (its barrier prepared at its start), with no turn since. No call waits for
     // a watch (an unwatched directory is stat'd by each settle), so the watches do not go first.
     store.prepare(performance.now());
-    const start = store.resolveStart(join(root, "n/e/w/x.ts"), true)!;
-    const chain = store.chainOf(start);
+    const chain = store.chainOf(store.resolveStart(join(root, "n/e/w/x.ts"), true)!);
     expect(chain instanceof Promise).toBe(false);
     expect((chain as Exclude<typeof chain, Promise<unknown>>).map((file) => file.body)).toEqual(["root\n", "new\n"]);
-    expect(store.stats.watched).toBe(0);
+    expect(store.stats.watched).toBe(watched);
     // They start at the loop's next turn.
     await watchesStarted();
-    expect(store.stats.watched).toBe(store.walkOf(first).length);
+    expect(store.stats.watched).toBe(watched + 3);
   });
 
   test("calls that go on with no turn of the event loop stop reading inline after a few ms: the loop gets its turn", async () => {
