@@ -942,7 +942,10 @@ export class FileStore {
     this.sliceEnd = this.sliceStart + SLICE_MS;
   }
 
-  /** One slice of queued reads: at least one, then while SLICE_MS lasts; the rest in the next turn. */
+  /**
+   * One slice: at least one queued read, then reads while SLICE_MS lasts; or, when no read is queued,
+   * background work the same way. The rest waits for the next turn.
+   */
   private runSlice(): void {
     if (this.disposed) return;
     this.openSlice();
