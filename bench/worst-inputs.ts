@@ -1,7 +1,8 @@
 /**
  * Worst inputs for the block's pure core (issue 9, point 3): model text, units, boundaries, plan and
  * render of files up to 128 KB, at several budgets, must each take < 100 ms. Token counting is timed
- * apart (block/tokens.ts); here a unit costs ceil(UTF-8 bytes / 4), framing likewise.
+ * apart (block/tokens.ts); here a unit costs ceil(UTF-8 bytes / 4), framing likewise. So must the
+ * frontmatter of such a file (the in-process reader of plain mappings, or gray-matter after it).
  *
  *   npx bun bench/worst-inputs.ts
  */
@@ -9,6 +10,7 @@ import { boundaries, toDoc } from "../plugin/block/doc.ts";
 import { plan, type PlanInput } from "../plugin/block/plan.ts";
 import { renderBlock } from "../plugin/block/render.ts";
 import { splitUnits } from "../plugin/block/units.ts";
+import { parseFrontmatter } from "../plugin/files/frontmatter.ts";
 
 const SIZE = 128 * 1024;
 const LIMIT_MS = 100;
@@ -57,7 +59,30 @@ for (const [name, bodies] of Object.entries(cases)) {
     rows.push(`| ${name} | ${budget} | ${p50.toFixed(1)} | ${max.toFixed(1)} |`);
   }
 }
+// Frontmatter: long runs of spaces where a value's end is looked for (gray-matter loaded first, untimed).
+parseFrontmatter("---\nglobs: [\"a\" x]\n---\n");
+const run = " ".repeat(60 * 1024);
+const frontmatter: Record<string, string> = {
+  "a plain value with a 60 KB space run": `description: a${run}b`,
+  "a flow list with a 60 KB space run": `globs: ["a"${run}]`,
+  "a flow list with a 60 KB space run, then not a list": `globs: ["a"${run}x]`,
+  "8k keys": Array.from({ length: 8_000 }, (_, i) => `k${i}: v`).join("\n"),
+};
+const frontmatterRows: string[] = [];
+for (const [name, inner] of Object.entries(frontmatter)) {
+  const times: number[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    const started = performance.now();
+    parseFrontmatter(`---\n${inner}\n---\nbody\n`);
+    times.push(performance.now() - started);
+  }
+  times.sort((a, b) => a - b);
+  const [p50, max] = [times[RUNS >> 1]!, times[RUNS - 1]!];
+  slow ||= max >= LIMIT_MS;
+  frontmatterRows.push(`| ${name} | ${p50.toFixed(1)} | ${max.toFixed(1)} |`);
+}
 console.log(["| input (<= 128 KB) | budget | p50 ms | max ms |", "|---|---:|---:|---:|", ...rows].join("\n"));
+console.log(["", "| frontmatter | p50 ms | max ms |", "|---|---:|---:|", ...frontmatterRows].join("\n"));
 if (slow) {
   console.error(`some input took >= ${LIMIT_MS} ms`);
   process.exit(1);

@@ -109,6 +109,15 @@ describe("frontmatter: plain mappings read without gray-matter", () => {
     expect(read).toBeGreaterThan(1_500);
   });
 
+  test("long runs of spaces where a value ends are read as gray-matter reads them", () => {
+    const run = " ".repeat(20_000);
+    for (const inner of [`description: a${run}b`, `globs: ["a"${run}]`, `globs: ["a"${run}x]`, `root: true${run}`, `k:${run}`]) {
+      const simple = simpleYaml(inner);
+      if (simple !== undefined) expect(simple).toEqual(viaGrayMatter(inner) as Record<string, unknown>);
+    }
+    expect(simpleYaml(`description: a${run}b`)).toEqual({ description: `a${run}b` });
+  });
+
   test("the shapes of real frontmatter are read without gray-matter, the rest left to it", () => {
     expect(simpleYaml('description: Conventions for api/AGENTS.md\nglobs: ["**/*.ts"]')).toEqual({ description: "Conventions for api/AGENTS.md", globs: ["**/*.ts"] });
     expect(simpleYaml("root: true\ninclude: always\npriority: high\nalwaysApply: false\npaths: ['src/**', \"lib/**\"]\nwatch: []\nmerge:")).toEqual({ root: true, include: "always", priority: "high", alwaysApply: false, paths: ["src/**", "lib/**"], watch: [], merge: null });
