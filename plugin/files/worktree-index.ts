@@ -843,11 +843,7 @@ async function listWithWalk(worktree: string, classify: Classifier, budget: Budg
     const entries = await readEntries(join(worktree, dir), budget);
     // A directory holding `.git` is another repository: git lists it as a whole, never its files.
     if (dir !== "" && entries.some((entry) => entry.name === ".git")) return [];
-    if (entries.some((entry) => entry.name === ".gitignore" && entry.isFile())) {
-      const text = readIgnoreFile(join(worktree, dir, ".gitignore"), false, log);
-      const list = text === undefined ? undefined : parseIgnoreFile(text, ignoreCase, join(dir, ".gitignore"), log);
-      if (list !== undefined) rules.add(dir, list);
-    }
+    if (entries.some((entry) => entry.name === ".gitignore" && entry.isFile())) addIgnoreFile(rules, dir, join(worktree, dir, ".gitignore"), ignoreCase, log);
     const subdirectories: string[] = [];
     for (const entry of entries) {
       if (entry.name === ".git" || entry.name.includes(UNDECODABLE)) continue;
