@@ -757,7 +757,8 @@ export class Engine {
 
   /** Waits for the catalog (never from inside `reading`: it gives way to reading steps), starting it now if it waits for a quiet moment. */
   private async catalogBuilt(): Promise<void> {
-    if (this.catalogReady === undefined) return;
+    // Built (or never started): nothing to wait for, not even a turn of the loop (every tool call and explain asks).
+    if (this.catalogReady === undefined || !this.catalogBuilding) return;
     this.catalogWanted = true;
     this.wakeQuiet?.();
     await this.catalogReady;
