@@ -162,21 +162,18 @@ writeFileSync(join(DIR, "results.json"), `${JSON.stringify(results, null, 2)}\n`
 const row = (cells: Array<string | number>) => `| ${cells.join(" | ")} |`;
 const table = (head: string[], rows: Array<Array<string | number>>) =>
   [row(head), row(head.map(() => "---")), ...rows.map(row)].join("\n");
-const stepRows = Object.entries(steps).flatMap(([key, result]) =>
-  [1, 4].map((parallel) => {
-    const s = result[`parallel${parallel}`] as Record<string, Summary>;
-    const cell = (who: string) => `${f(s[who]?.p50, 3)} / ${f(s[who]?.p99, 3)}`;
-    const ratio = f((s.statCache?.p50 ?? NaN) / (s.ours?.p50 ?? NaN));
-    const [files, dirs] = key.split("/").map(Number);
-    return [`${int(files)} files, ${int(dirs)} dirs`, parallel, cell("ours"), cell("naive"), cell("statCache"), ratio, s.ours?.n ?? 0];
-  }).concat(result.newDir ? [newDirRow(key, result.newDir as Record<string, Summary>)] : []),
-);
-/** The steps that each reach a never-touched directory (the session grows by one directory a step). */
-function newDirRow(key: string, s: Record<string, Summary>): Array<string | number> {
+/** A row of the step table: a series' p50 / p99 for ours and both loaders. */
+const stepRow = (repo: string, parallel: number, s: Record<string, Summary>): Array<string | number> => {
   const cell = (who: string) => `${f(s[who]?.p50, 3)} / ${f(s[who]?.p99, 3)}`;
+  return [repo, parallel, cell("ours"), cell("naive"), cell("statCache"), f((s.statCache?.p50 ?? NaN) / (s.ours?.p50 ?? NaN)), s.ours?.n ?? 0];
+};
+const stepRows = Object.entries(steps).flatMap(([key, result]) => {
   const [files, dirs] = key.split("/").map(Number);
-  return [`${int(files)} files, ${int(dirs)} dirs, a new dir each step`, 1, cell("ours"), cell("naive"), cell("statCache"), f((s.statCache?.p50 ?? NaN) / (s.ours?.p50 ?? NaN)), s.ours?.n ?? 0];
-}
+  const repo = `${int(files)} files, ${int(dirs)} dirs`;
+  const rows = [1, 4].map((parallel) => stepRow(repo, parallel, result[`parallel${parallel}`] as Record<string, Summary>));
+  // The steps that each reach a never-touched directory (the session grows by one directory a step).
+  return result.newDir ? [...rows, stepRow(`${repo}, a new dir each step`, 1, result.newDir as Record<string, Summary>)] : rows;
+});
 const ran = Object.entries(modes).filter(([, r]) => r) as Array<[string, Json]>;
 const sessionHead = ["delivery", "system-prompt changes", "cache-write tokens", "cache-read tokens", "billed", "billed without plugin",
   "added by plugin (billed)", "plugin tokens sent (all requests)", "plugin tokens in last prompt", "hierarchy files in last prompt"];
