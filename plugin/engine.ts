@@ -872,6 +872,7 @@ export class Engine {
       worktree: this.store.realRoot,
       replaces: this.replaces,
       warn: (file, message) => this.settings.log.once(`import:${file.sha256}:${message}`, "warn", message),
+      screened: memo?.ruled.screened,
     });
     for (const file of [...hierarchy.files, ...extras]) {
       for (const problem of readContract(file.frontmatter).problems) {

@@ -32,6 +32,20 @@ export interface RuleContext {
   readonly replaces: ReadonlyMap<string, string>;
   /** One warning for a file version's import problem. */
   readonly warn: (file: FileVersion, message: string) => void;
+  /** What the last application for this session matched (its `screened`): only what is new since is matched again. */
+  readonly screened?: Screened;
+}
+
+/**
+ * Which touched files were matched against which waiting versions: each of `touched` against each
+ * of `waiting` (a version with the base its `paths:` are relative to). Whether one matches the other
+ * depends on nothing else, and a match is kept in `matched` for good, so the next application
+ * matches a touched file of this list only against the versions that wait since. A 2,000-directory
+ * session reaching a new directory matched its 2,000 touched files again (1.7 ms of a 10.9 ms step).
+ */
+export interface Screened {
+  readonly touched: ReadonlySet<string>;
+  readonly waiting: ReadonlyMap<FileVersion, string>;
 }
 
 export interface Awaiting {
@@ -58,6 +72,8 @@ export interface Ruled extends Hierarchy {
   readonly watchers: readonly FileVersion[];
   /** Files left out only until a touched file matches their `paths:`, by base directory (see awaitedBy). */
   readonly awaiting: ReadonlyMap<string, readonly Awaiting[]>;
+  /** For the next application (see RuleContext.screened). */
+  readonly screened: Screened;
 }
 
 const NO_MODES: ReadonlyMap<string, Mode> = new Map();
@@ -65,6 +81,7 @@ const NO_REASONS: ReadonlyMap<string, string> = new Map();
 const NO_PRIORITIES: ReadonlyMap<string, Priority> = new Map();
 const NO_WAITING: ReadonlyMap<string, readonly Awaiting[]> = new Map();
 const NOTHING_MERGED: Merged = { bodies: new Map(), dropped: new Map(), notes: new Map() };
+const NOTHING_SCREENED: Screened = { touched: new Set(), waiting: new Map() };
 
 /** Tiers the budget fills in order: critical and high before every closest-first tier (0, 1, ...), low after all. */
 export const CRITICAL_TIER = -2;
@@ -84,8 +101,8 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   const plain =
     context.always.size === 0 &&
     context.attached.size === 0 &&
-    hierarchy.files.every((file) => readContract(file.frontmatter) === DEFAULT_CONTRACT && !hasImports(file) && overrideNote(file, context).length === 0);
-  if (plain) return { ...hierarchy, modes: NO_MODES, excluded: NO_REASONS, priorities: NO_PRIORITIES, imports: [], watchers: [], awaiting: NO_WAITING };
+    hierarchy.files.every((file) => readContract(file.frontmatter) === DEFAULT_CONTRACT && !hasImports(file) && overrideNote(file, context) === undefined);
+  if (plain) return { ...hierarchy, modes: NO_MODES, excluded: NO_REASONS, priorities: NO_PRIORITIES, imports: [], watchers: [], awaiting: NO_WAITING, screened: NOTHING_SCREENED };
   const excluded = new Map<string, string>();
   const modes = new Map<string, Mode>();
   const priorities = new Map<string, Priority>();
@@ -98,8 +115,15 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   });
   // Which waiting files a touched file matches: each touched file asks the directories above it (a
   // few lookups), not each waiting file every touched file (2,000 x 4,000 in a large session).
-  const waiting = byBase(judged.flatMap((item) => (item.waiting === undefined ? [] : [item.waiting])));
-  if (waiting.size > 0) for (const path of context.touchedFiles) for (const hit of awaitedBy(waiting, path, context.worktree, context.matched)) context.matched.add(hit.file.path);
+  const waitingItems = judged.flatMap((item) => (item.waiting === undefined ? [] : [item.waiting]));
+  const waiting = byBase(waitingItems);
+  const { screened } = context;
+  const waitingSince = screened === undefined ? waiting : byBase(waitingItems.filter((item) => screened.waiting.get(item.file) !== item.base));
+  for (const path of context.touchedFiles) {
+    const against = screened?.touched.has(path) === true ? waitingSince : waiting;
+    if (against.size > 0) for (const hit of awaitedBy(against, path, context.worktree, context.matched)) context.matched.add(hit.file.path);
+  }
+  const nowScreened: Screened = { touched: new Set(context.touchedFiles), waiting: new Map(waitingItems.map((item) => [item.file, item.base])) };
   for (const { file, contract, why: excludedWhy, waiting } of judged) {
     const stillWaiting = waiting !== undefined && !context.matched.has(file.path);
     const why = excludedWhy ?? (stillWaiting ? `no touched file matches paths: ${contract.paths!.join(", ")}` : undefined);
@@ -132,9 +156,12 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   const order: { file: FileVersion; tier: number }[] = [];
   hierarchy.files.forEach((file, i) => {
     if (!kept.has(file.path)) return;
-    const notes = [...overrideNote(file, context), ...(merged.notes.get(file.path) ?? [])];
     const body = merged.bodies.get(file.path) ?? bodies.get(file.path)!;
-    const text = notes.length === 0 ? body : `${notes.map((note) => `[${note}]`).join("\n")}\n\n${body}`;
+    const override = overrideNote(file, context);
+    const mergeNotes = merged.notes.get(file.path);
+    // Most files have no note: no array is made for them (this runs for every file at every new touch).
+    const notes = override === undefined ? mergeNotes : [override, ...(mergeNotes ?? [])];
+    const text = notes === undefined || notes.length === 0 ? body : `${notes.map((note) => `[${note}]`).join("\n")}\n\n${body}`;
     const priority = priorities.get(file.path)!;
     order.push({ file: derive(file, text), tier: priority === "normal" ? hierarchy.tiers[i]! : TIER_OF[priority] });
   });
@@ -145,7 +172,7 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   const byDir = new Map<string, FileVersion>();
   for (const file of [...files].reverse()) byDir.set(file.dir, file);
   const watchers = files.filter((file) => readContract(file.frontmatter).watch.length > 0);
-  return { ...hierarchy, files, tiers: order.map((item) => item.tier), byPath, byDir, modes, excluded, priorities, imports: [...imports], watchers, awaiting: byBase(awaiting) };
+  return { ...hierarchy, files, tiers: order.map((item) => item.tier), byPath, byDir, modes, excluded, priorities, imports: [...imports], watchers, awaiting: byBase(awaiting), screened: nowScreened };
 }
 
 /** Why a file is left out whatever was touched. */
@@ -185,6 +212,15 @@ export function byBase(waiting: readonly Awaiting[]): ReadonlyMap<string, readon
  * the files of each directory above it.
  */
 export function* awaitedBy(waiting: ReadonlyMap<string, readonly Awaiting[]>, touchedFile: string, worktree: string, matched: ReadonlySet<string>): Generator<Awaiting> {
+  // A few directories (what waits since the last application, most often): asking each whether it
+  // holds the touched file is cheaper than a lookup for every directory above it.
+  if (waiting.size <= FEW_BASES) {
+    for (const [base, items] of waiting) {
+      const holds = base.length >= worktree.length && touchedFile.length > base.length && touchedFile.startsWith(base) && (base.endsWith(sep) || touchedFile[base.length] === sep);
+      if (holds) for (const item of items) if (!matched.has(item.file.path) && pathsMatch(item, touchedFile)) yield item;
+    }
+    return;
+  }
   for (let end = touchedFile.lastIndexOf(sep); end >= 0; end = touchedFile.lastIndexOf(sep, end - 1)) {
     const dir = end === 0 ? sep : touchedFile.slice(0, end);
     if (dir.length < worktree.length) return;
@@ -194,26 +230,32 @@ export function* awaitedBy(waiting: ReadonlyMap<string, readonly Awaiting[]>, to
   }
 }
 
+/** Up to this many directories with waiting files, awaitedBy asks each rather than walking up. */
+const FEW_BASES = 4;
+
 /** Whether a touched file (a real path below `base`, as awaitedBy asks) is one a file's `paths:` asks for. */
 function pathsMatch({ contract, base }: Awaiting, touchedFile: string): boolean {
   return matchesPaths(contract, relativePosix(base, touchedFile));
 }
 
+/** The modes without a score, one value each (every file of a hierarchy gets one at every new touch). */
+const MODES: Readonly<Record<"always" | "manual" | "agent" | "touched", Mode>> = { always: { mode: "always" }, manual: { mode: "manual" }, agent: { mode: "agent" }, touched: { mode: "touched" } };
+
 function modeOf(file: FileVersion, contract: Contract, hierarchy: Hierarchy, context: RuleContext, score: number | undefined): Mode {
   if (score !== undefined) return { mode: "agent", score };
-  if (context.always.has(file.path) || contract.include === "always") return { mode: "always" };
-  if (hierarchy.manual.has(file.path) || contract.include === "manual") return { mode: "manual" };
-  return { mode: contract.include === "agent" ? "agent" : "touched" };
+  if (context.always.has(file.path) || contract.include === "always") return MODES.always;
+  if (hierarchy.manual.has(file.path) || contract.include === "manual") return MODES.manual;
+  return contract.include === "agent" ? MODES.agent : MODES.touched;
 }
 
 /**
  * `AGENTS.override.md` takes the place of its directory's `AGENTS.md`, which OpenCode may still send
  * itself (its own prompt reads the base name): the model is told which one wins.
  */
-function overrideNote(file: FileVersion, context: RuleContext): string[] {
+function overrideNote(file: FileVersion, context: RuleContext): string | undefined {
   // A rule file found by the `rules` globs replaces nothing, whatever its name.
   const base = context.ruleFiles.has(file.path) ? undefined : context.replaces.get(basename(file.path));
-  return base === undefined ? [] : [`this file replaces ${base} of its directory: where they disagree, follow this one`];
+  return base === undefined ? undefined : `this file replaces ${base} of its directory: where they disagree, follow this one`;
 }
 
 /** Whether a version has a line starting with `@` (an import, maybe): found once per version. */
