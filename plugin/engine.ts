@@ -795,7 +795,7 @@ export class Engine {
         const base = `${generation}:${session.pinRevision}:${session.order}`;
         this.hierarchies.set(session, { key, base, evictions: session.evictions, order: session.order, hierarchy });
         // Deleted while this was computed: its watches were let go already, and must stay so.
-        if (this.sessions.peek(session.id) === session) this.store.retain(session.id, hierarchy.dirs);
+        if (this.sessions.peek(session.id) === session) this.store.retain(session.id, hierarchy.dirSet);
       }
       await this.store.settle(hierarchy.dirSet, since);
       if (this.store.generation === generation || round === 2) {
@@ -874,9 +874,11 @@ export class Engine {
       warn: (file, message) => this.settings.log.once(`import:${file.sha256}:${message}`, "warn", message),
       screened: memo?.ruled.screened,
     });
-    for (const file of [...hierarchy.files, ...extras]) {
-      for (const problem of readContract(file.frontmatter).problems) {
-        this.settings.log.once(`contract:${file.sha256}:${problem.key}`, "warn", describeProblem(file.rel, problem));
+    for (const files of [hierarchy.files, extras]) {
+      for (const file of files) {
+        for (const problem of readContract(file.frontmatter).problems) {
+          this.settings.log.once(`contract:${file.sha256}:${problem.key}`, "warn", describeProblem(file.rel, problem));
+        }
       }
     }
     this.ruled.set(session, { key: `${keyOf()}:${printOf(ruled.imports)}`, hierarchy, ruled, checked, version: session.version });

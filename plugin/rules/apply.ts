@@ -126,7 +126,7 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   const nowScreened: Screened = { touched: new Set(context.touchedFiles), waiting: new Map(waitingItems.map((item) => [item.file, item.base])) };
   for (const { file, contract, why: excludedWhy, waiting } of judged) {
     const stillWaiting = waiting !== undefined && !context.matched.has(file.path);
-    const why = excludedWhy ?? (stillWaiting ? `no touched file matches paths: ${contract.paths!.join(", ")}` : undefined);
+    const why = excludedWhy ?? (stillWaiting ? waitingReason(contract) : undefined);
     if (why !== undefined) {
       excluded.set(file.path, why);
       if (stillWaiting) awaiting.push(waiting);
@@ -142,9 +142,11 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   const merging = judged.some(({ file, contract }) => contract.merge !== "append" && kept.has(file.path));
   const bodies = new Map<string, string>();
   const imports = new Set<string>();
-  // Each file once in the block: a context file of the hierarchy, or a file imported already, stays an import line.
-  const seen = new Set(hierarchy.files.map((file) => file.path));
-  for (const file of hierarchy.files) if (kept.has(file.path)) bodies.set(file.path, withImports(file, context, imports, seen));
+  // Each file once in the block: a context file of the hierarchy, or a file imported already, stays
+  // an import line. Made at the first file that imports (most hierarchies have none).
+  let seen: Set<string> | undefined;
+  const seenSoFar = () => (seen ??= new Set(hierarchy.files.map((file) => file.path)));
+  for (const file of hierarchy.files) if (kept.has(file.path)) bodies.set(file.path, withImports(file, context, imports, seenSoFar));
   const merged = merging
     ? mergeChains(hierarchy.chains.map((chain) => chain.filter((file) => kept.has(file.path)).map((file): MergeFile => ({ key: file.path, rel: file.rel, body: bodies.get(file.path)!, merge: readContract(file.frontmatter).merge }))))
     : NOTHING_MERGED;
@@ -168,11 +170,22 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   // Stable: equal tiers keep the hierarchy's closest-first order.
   order.sort((a, b) => a.tier - b.tier);
   const files = order.map((item) => item.file);
-  const byPath = new Map(files.map((file) => [file.path, file]));
+  const byPath = new Map<string, FileVersion>();
+  for (const file of files) byPath.set(file.path, file);
+  // The first file of a directory in priority order is the one that applies to it.
   const byDir = new Map<string, FileVersion>();
-  for (const file of [...files].reverse()) byDir.set(file.dir, file);
+  for (let i = files.length - 1; i >= 0; i--) byDir.set(files[i]!.dir, files[i]!);
   const watchers = files.filter((file) => readContract(file.frontmatter).watch.length > 0);
   return { ...hierarchy, files, tiers: order.map((item) => item.tier), byPath, byDir, modes, excluded, priorities, imports: [...imports], watchers, awaiting: byBase(awaiting), screened: nowScreened };
+}
+
+/** Why a file waiting for its `paths:` is left out: one string per contract (said for each such file at every new touch). */
+const waitingReasons = new WeakMap<Contract, string>();
+
+function waitingReason(contract: Contract): string {
+  let reason = waitingReasons.get(contract);
+  if (reason === undefined) waitingReasons.set(contract, (reason = `no touched file matches paths: ${contract.paths!.join(", ")}`));
+  return reason;
 }
 
 /** Why a file is left out whatever was touched. */
@@ -268,9 +281,9 @@ export function hasImports(file: FileVersion): boolean {
 }
 
 /** The body with its imports inlined; the very same string when it has none. */
-function withImports(file: FileVersion, context: RuleContext, imported: Set<string>, seen: Set<string>): string {
+function withImports(file: FileVersion, context: RuleContext, imported: Set<string>, seen: () => Set<string>): string {
   if (!hasImports(file)) return file.body;
-  const expansion = expandImports(file.body, file.path, context.worktree, context.read, seen);
+  const expansion = expandImports(file.body, file.path, context.worktree, context.read, seen());
   for (const problem of expansion.problems) context.warn(file, problem.message);
   for (const file of expansion.imports) imported.add(file.path);
   return expansion.text;

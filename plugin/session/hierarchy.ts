@@ -10,7 +10,6 @@ export interface Hierarchy {
   /** The file that applies to each directory of the hierarchy that has one. */
   readonly byDir: ReadonlyMap<string, FileVersion>;
   /** The directories whose context files the hierarchy was read from: what freshness checks and watches cover. */
-  readonly dirs: readonly string[];
   readonly dirSet: ReadonlySet<string>;
   /** The real start directory of each touched path (absent when it lies outside the worktree). */
   readonly starts: ReadonlyMap<string, string>;
@@ -111,7 +110,7 @@ export async function hierarchyOf(source: ChainSource, sessionDir: string, touch
   const byPath = new Map<string, FileVersion>();
   const byDir = new Map<string, FileVersion>();
   // Its directories are those of its start directories' walks: taken whole only when each of those is a start directory here too.
-  const lent = before !== undefined && [...before.startDirs].every((dir) => seenStart.has(dir)) ? before : undefined;
+  const lent = before !== undefined && everyIn(before.startDirs, seenStart) ? before : undefined;
   const dirSet = new Set<string>(lent?.dirSet);
   const manual = new Set<string>();
   const closest = new Set<string>();
@@ -135,7 +134,12 @@ export async function hierarchyOf(source: ChainSource, sessionDir: string, touch
     if (added) tier++;
   });
   const ownChains = startDirs.map((dir, i) => (fileOnly.has(dir) ? chains[i]!.filter((file) => file.dir === dir) : chains[i]!));
-  return { files, tiers, byPath, byDir, dirs: [...dirSet], dirSet, starts: startByPath, startDirs: seenStart, pinnedStarts: pinned, manual, closest, chains: ownChains };
+  return { files, tiers, byPath, byDir, dirSet, starts: startByPath, startDirs: seenStart, pinnedStarts: pinned, manual, closest, chains: ownChains };
+}
+
+function everyIn<T>(items: ReadonlySet<T>, set: ReadonlySet<T>): boolean {
+  for (const item of items) if (!set.has(item)) return false;
+  return true;
 }
 
 /** The values of `items`, awaiting only those that are promises. */

@@ -24,14 +24,12 @@ function version(dir: string, globs: readonly string[]): FileVersion {
 }
 
 function hierarchyOf(files: readonly FileVersion[]): Hierarchy {
-  const dirs = files.map((file) => file.dir);
   return {
     files,
     tiers: files.map(() => 0),
     byPath: new Map(files.map((file) => [file.path, file])),
     byDir: new Map(files.map((file) => [file.dir, file])),
-    dirs,
-    dirSet: new Set(dirs),
+    dirSet: new Set(files.map((file) => file.dir)),
     starts: new Map(),
     startDirs: new Set(),
     pinnedStarts: new Set(),
