@@ -3,6 +3,7 @@ import { appendFileSync, linkSync, mkdirSync, readdirSync, readlinkSync, renameS
 import { tmpdir } from "node:os";
 import { join, sep } from "node:path";
 import { spawnSync } from "node:child_process";
+import { RACY_MS } from "../../plugin/files/contained.ts";
 import { bodies, recordingLogger, Scratch } from "./helpers.ts";
 
 const scratch = new Scratch();
@@ -327,6 +328,45 @@ describe("watches and memory", () => {
     // They start at the loop's next turn.
     await watchesStarted();
     expect(store.stats.watched).toBe(watched + 3);
+  });
+
+  /**
+   * setUp's worktree, its files written long before (a racy read is checked again whatever its watch
+   * says), read inline by a session that retains the walk: its watches have not started yet.
+   */
+  const readBeforeWatching = async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "AGENTS.md": "root\n", "a/b/AGENTS.md": "ab\n", "a/b/c/x.ts": "" });
+    // The time to wait is the point (the racy window), not an event.
+    await Bun.sleep(RACY_MS + 10);
+    const store = scratch.store(root);
+    const start = store.resolveStart(join(root, "a/b/c/x.ts"), true)!;
+    const walk = store.walkOf(start);
+    store.retain("s", walk);
+    store.prepare(performance.now());
+    const chain = store.chainOf(start);
+    expect(chain instanceof Promise).toBe(false);
+    expect(store.stats.watched).toBe(0);
+    return { root, store, start, walk };
+  };
+
+  test.if(LINUX)("a watch started in the background makes the check it owes there: the next step stats none of those directories (inotify)", async () => {
+    const { root, store, start, walk } = await readBeforeWatching();
+    await watchesStarted();
+    expect(store.stats.watched).toBe(walk.length);
+    expect(store.stats.dirty).toBe(0);
+    // An edit now comes as an event: seen.
+    writeFileSync(join(root, "a/b/AGENTS.md"), "ab, edited\n");
+    await store.settle(new Set(walk), performance.now());
+    expect(await bodies(store, start)).toEqual(["root\n", "ab, edited\n"]);
+  });
+
+  test("an edit saved between a directory's read and its watch's start (no event for it) is seen at the next settle", async () => {
+    const { root, store, start, walk } = await readBeforeWatching();
+    writeFileSync(join(root, "a/b/AGENTS.md"), "ab, edited before its watch\n");
+    await watchesStarted();
+    await store.settle(new Set(walk), performance.now());
+    expect(await bodies(store, start)).toEqual(["root\n", "ab, edited before its watch\n"]);
   });
 
   test("calls that go on with no turn of the event loop stop reading inline after a few ms: the loop gets its turn", async () => {
