@@ -1,5 +1,14 @@
-import { statSync } from "node:fs";
+import { realpathSync, statSync } from "node:fs";
 import { relative, sep } from "node:path";
+
+/** `path` with every symlink resolved, or as given when it does not resolve. */
+export function realPathOr(path: string): string {
+  try {
+    return realpathSync.native(path);
+  } catch {
+    return path;
+  }
+}
 
 /** Lexical containment: `path` is `root` or below it. Symlinks are settled on real paths, at read time. */
 export function isInside(path: string, root: string): boolean {

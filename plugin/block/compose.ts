@@ -1,5 +1,5 @@
 import type { FileVersion } from "../files/contained.ts";
-import { LRUCache } from "lru-cache";
+import { lruCache } from "../lru.ts";
 import type { Logger } from "../log.ts";
 import { toDoc, type Doc } from "./doc.ts";
 import { plan, type BlockKind, type PlanItem } from "./plan.ts";
@@ -33,7 +33,7 @@ export interface ComposeExtras {
  * expensive to learn, the exact counts (a separate process), is kept as long as the version lives.
  */
 const MAX_DOCS = 64;
-const docs = new LRUCache<FileVersion, Doc>({ max: MAX_DOCS });
+const docs = lruCache<FileVersion, Doc>(MAX_DOCS);
 const counts = new WeakMap<FileVersion, Int32Array>();
 const counting = new WeakMap<FileVersion, Promise<Int32Array>>();
 /** Which version a doc was made from: counts are asked for by doc and kept by version. */

@@ -10,7 +10,7 @@ import type { ChildProcess, fork as Fork } from "node:child_process";
 import { Buffer } from "node:buffer";
 import { readFileSync } from "node:fs";
 import { O200K_TOKEN_SPLIT_REGEX } from "gpt-tokenizer/encodingParams/constants";
-import { LRUCache } from "lru-cache";
+import { lruCache } from "../lru.ts";
 import { ownCopy } from "../strings.ts";
 import { MAX_UNIT, splitUnits } from "./units.ts";
 
@@ -255,7 +255,7 @@ let nextId = 1;
 let idleTimer: ReturnType<typeof setTimeout> | undefined;
 let starts = 0;
 /** Kept as copies of their own: a unit is a slice of its file's text (see ownCopy). */
-const shortUnitCounts = new LRUCache<string, number>({ max: MAX_CACHED_UNITS });
+const shortUnitCounts = lruCache<string, number>(MAX_CACHED_UNITS);
 
 /** The child's handles keep the process alive only while an answer is awaited. */
 function holdProcess(peer: ChildProcess, hold: boolean): void {

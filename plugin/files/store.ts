@@ -1,9 +1,10 @@
 import { lstatSync, mkdtempSync, realpathSync, rmSync, statSync, unlinkSync, watch, writeFileSync, type FSWatcher } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, sep } from "node:path";
-import { LRUCache } from "lru-cache";
+import type { LRUCache } from "lru-cache";
 import type { Logger } from "../log.ts";
-import { isInside } from "../paths.ts";
+import { lruCache } from "../lru.ts";
+import { isInside, realPathOr } from "../paths.ts";
 import { RACY_MS, readContained, type FileVersion, type Skip } from "./contained.ts";
 import { Inotify, type DirWatch, type InotifyUser } from "./inotify.ts";
 import { RecordCache } from "./records.ts";
@@ -154,11 +155,11 @@ export class FileStore {
   private readonly candidates: readonly Candidate[];
   private readonly names: ReadonlySet<string>;
   private readonly records: RecordCache<Record_>;
-  private readonly chains = new LRUCache<string, Chain>({ max: MAX_CHAINS, disposeAfter: (_chain, start) => this.unindexChain(start) });
+  private readonly chains = lruCache<string, Chain>(MAX_CHAINS, { disposeAfter: (_chain, start) => this.unindexChain(start) });
   /** Directory → the cached chains whose walk goes through it: what an evicted record invalidates, found without a scan. */
   private readonly chainsThrough = new Map<string, Set<string>>();
   private readonly pendingChains = new Map<string, Promise<Chain>>();
-  private readonly walks = new LRUCache<string, readonly string[]>({ max: MAX_STARTS });
+  private readonly walks = lruCache<string, readonly string[]>(MAX_STARTS);
   private readonly starts: LRUCache<string, Start>;
   /** Missing directories remembered by start resolutions (refcounted), by parent. */
   private readonly missing = new Map<string, number>();
@@ -217,7 +218,7 @@ export class FileStore {
 
   constructor(private readonly options: FileStoreOptions) {
     this.worktree = options.worktree;
-    this.realRoot = realOr(options.worktree);
+    this.realRoot = realPathOr(options.worktree);
     this.candidates = candidatesOf(options.fileNames);
     this.names = new Set(this.candidates.map((candidate) => candidate.name));
     this.mode = options.watch ? "watch" : "sync";
@@ -229,10 +230,7 @@ export class FileStore {
       this.alwaysDue.delete(dir);
       this.dropChainsThrough(dir);
     });
-    this.starts = new LRUCache<string, Start>({
-      max: MAX_STARTS,
-      disposeAfter: (start) => start.missing !== undefined && this.forgetMissing(start.missing),
-    });
+    this.starts = lruCache<string, Start>(MAX_STARTS, { disposeAfter: (start) => start.missing !== undefined && this.forgetMissing(start.missing) });
   }
 
   /**
@@ -1002,14 +1000,6 @@ function sizeOf(record: Record_): number {
 function identity(signature: string): string {
   const bar = signature.indexOf("|");
   return bar === -1 ? signature : signature.slice(0, bar);
-}
-
-function realOr(path: string): string {
-  try {
-    return realpathSync.native(path);
-  } catch {
-    return path;
-  }
 }
 
 /**
