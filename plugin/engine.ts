@@ -16,8 +16,8 @@ import { readHistory, scanMessages } from "./host/history.ts";
 import { HOST_MARKER, hostCarries, hostEntryPaths, stripReminder } from "./host/instructions.ts";
 import { CONTEXT_TOOL, toolPaths } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
-import { isInside, relativePosix, statPrint } from "./paths.ts";
-import { contextNamesOf, NearIgnores, readIgnoreBasis } from "./files/worktree-index.ts";
+import { isInside, realPathOr, relativePosix, statPrint } from "./paths.ts";
+import { contextNamesOf, NearIgnores, readIgnoreBasis, type IgnoreBasisResult } from "./files/worktree-index.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { applyRules, awaitedBy, CRITICAL_TIER, hasImports, type Ruled } from "./rules/apply.ts";
 import type { Catalog } from "./rules/catalog.ts";
@@ -133,6 +133,8 @@ export class Engine {
   private constructor(
     private readonly settings: EngineSettings,
     readonly store: FileStore,
+    /** git's settings of ignoring, asked for at creation. */
+    private readonly basis: Promise<IgnoreBasisResult>,
   ) {
     const { options } = settings;
     this.sessions = new Sessions(options.maxTouchedDirs, (sessionID) => store.release(sessionID), undefined, (session) => this.pinDefaults(session));
@@ -142,6 +144,9 @@ export class Engine {
 
   static async create(settings: EngineSettings): Promise<Engine> {
     const { options, log } = settings;
+    // git's settings of ignoring are asked first (a session's first step waits for them): the two
+    // gits run while the store is set up. An unexpected failure is an answer too (the catalog's walk then).
+    const basis = readIgnoreBasis(realPathOr(settings.worktree), indexLogOf(log)).catch((error: unknown) => ({ ok: false as const, code: null, why: String(error) }));
     let engine: Engine | undefined;
     const store: FileStore = new FileStore({
       // A trailing slash: `.gitignore` rules such as `build/` match directories only.
@@ -156,7 +161,7 @@ export class Engine {
       maxWatchedDirs: options.maxWatchedDirs,
       log,
     });
-    engine = new Engine(settings, store);
+    engine = new Engine(settings, store, basis);
     return engine;
   }
 
@@ -172,9 +177,8 @@ export class Engine {
     const { options, log } = this.settings;
     if (this.catalogReady !== undefined || this.disposed) return;
     this.catalogBuilding = true;
-    const indexLog = (level: "warn" | "info", message: string) => log.once(`index:${message}`, level, message);
-    const basis = readIgnoreBasis(this.store.realRoot, indexLog);
-    this.near = basis.then((answer) => (answer.ok ? (this.nearNow = new NearIgnores(this.store.realRoot, answer, indexLog)) : undefined));
+    const basis = this.basis;
+    this.near = basis.then((answer) => (answer.ok ? (this.nearNow = new NearIgnores(this.store.realRoot, answer, indexLogOf(log))) : undefined));
     // Not built at all when the plugin is disposed while it waits for a quiet moment. Its module (with
     // the ranking and its stemmer) loads then too: a first step does not need it, and starts sooner.
     this.catalogReady = this.quietMoment().then(async () => (this.disposed ? undefined : (await import("./rules/catalog.ts")).Catalog.build({
@@ -1191,6 +1195,11 @@ interface Target {
 }
 
 /** The hierarchy with files it does not reach by a walk (always, attached, pinned rule files), last. */
+/** The worktree index's messages, each said once. */
+function indexLogOf(log: Logger): (level: "warn" | "info", message: string) => void {
+  return (level, message) => log.once(`index:${message}`, level, message);
+}
+
 function withExtras(hierarchy: Hierarchy, extras: readonly FileVersion[]): Hierarchy {
   const fresh = extras.filter((file) => !hierarchy.byPath.has(file.path));
   if (fresh.length === 0) return hierarchy;

@@ -44,6 +44,9 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
     // The libraries load with the worktree's catalog, in the background once steps leave the loop
     // alone; a session's first step waits for git's settings of ignoring only.
     engine.startCatalog(() => warmUp(log));
+    // The token bound's table (a 1.1 MB file, 1-2 ms) is wanted by a session's first block: it loads
+    // in a task of its own now, while a first message waits for git's settings, not inside that block.
+    setTimeout(() => load(warmBound, log), 0);
     return {
       "tool.execute.before": createToolBefore(engine, log),
       "tool.execute.after": createToolAfter(engine, log),
@@ -63,23 +66,28 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
 
 /**
  * The libraries a step would otherwise load in one go (gray-matter with js-yaml and esprima, 20-35
- * ms; the token bound's table, about 1 ms) are loaded in the background, each in an event-loop task
- * of its own, so that no task of the plugin blocks OpenCode for long; the catalog's reads wait for
- * them. A step reads most frontmatter without gray-matter (frontmatter.ts): one that meets another
- * shape before the loads are done loads it there and then.
+ * ms) are loaded in the background, each in an event-loop task of its own, so that no task of the
+ * plugin blocks OpenCode for long; the catalog's reads wait for them. A step reads most frontmatter
+ * without gray-matter (frontmatter.ts): one that meets another shape before the loads are done
+ * loads it there and then.
  */
 async function warmUp(log: Logger): Promise<void> {
-  for (const load of [...WARM_FRONTMATTER, warmBound]) {
+  for (const library of WARM_FRONTMATTER) {
     // A timer, not setImmediate: Bun runs immediates queued by an immediate in the same turn.
     await new Promise<void>((resolve) => setTimeout(resolve, 0));
-    try {
-      load();
-    } catch (error) {
-      log.log("warn", `could not preload a library (it loads on first use): ${String(error)}`);
-    }
+    load(library, log);
   }
   // Settled in a task of its own: a step waiting for this must not run in the last load's task.
   await new Promise<void>((resolve) => setTimeout(resolve, 0));
+}
+
+/** Loads what `library` loads now; a failure is logged, and it loads on first use instead. */
+function load(library: () => void, log: Logger): void {
+  try {
+    library();
+  } catch (error) {
+    log.log("warn", `could not preload a library (it loads on first use): ${String(error)}`);
+  }
 }
 
 export default ProjectContext;
