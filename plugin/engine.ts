@@ -72,7 +72,7 @@ const MIN_DELIVERY_TOKENS = 64;
  * at once. OpenCode sends a session's first message 0.2-1.3 s after it starts the plugin (measured),
  * so there both are under way 50 ms after start.
  */
-const CATALOG_QUIET_MS = 50;
+const QUIET_MS = 50;
 const CATALOG_MAX_DEFER_MS = 1000;
 /** Context-file events kept while the catalog is built, for it to hear once built. */
 const MAX_MISSED_CANDIDATES = 4096;
@@ -139,7 +139,10 @@ export class Engine {
     const { options } = settings;
     this.sessions = new Sessions(options.maxTouchedDirs, (sessionID) => store.release(sessionID), undefined, (session) => this.pinDefaults(session));
     this.replaces = contextNamesOf(options.fileNames).replaces;
-    this.records = options.records ? new RecordsWriter(options.recordsDir === "" ? defaultRecordsDir() : resolve(options.recordsDir), settings.log) : undefined;
+    // Records are written at a quiet moment: a first step met the first one's write (loading
+    // node:fs/promises, making the line and the directory) in the turn its chain read waited for.
+    const recordsDir = options.recordsDir === "" ? defaultRecordsDir() : resolve(options.recordsDir);
+    this.records = options.records ? new RecordsWriter(recordsDir, settings.log, () => this.quietIn()) : undefined;
   }
 
   static async create(settings: EngineSettings): Promise<Engine> {
@@ -215,15 +218,19 @@ export class Engine {
     else this.settings.log.once("missed-candidates", "warn", `more than ${MAX_MISSED_CANDIDATES} context files changed while the worktree's catalog was built: the always, agent and manual files among the others are found at the next start`);
   }
 
-  /** Resolves once no step has read for CATALOG_QUIET_MS (or CATALOG_MAX_DEFER_MS from now), or something waits for the catalog. */
+  /** Milliseconds until steps will have left the event loop alone for QUIET_MS (at least QUIET_MS while one reads or waits to); 0: quiet now. */
+  private quietIn(): number {
+    if (this.reading > 0 || this.waitingToRead > 0) return QUIET_MS;
+    return Math.max(0, this.lastRead + QUIET_MS - performance.now());
+  }
+
+  /** Resolves once no step has read for QUIET_MS (or CATALOG_MAX_DEFER_MS from now), or something waits for the catalog. */
   private async quietMoment(): Promise<void> {
     const latest = performance.now() + CATALOG_MAX_DEFER_MS;
     for (;;) {
       const now = performance.now();
-      const quietIn = this.lastRead + CATALOG_QUIET_MS - now;
-      if ((quietIn <= 0 && this.reading === 0 && this.waitingToRead === 0) || this.catalogWanted || now >= latest || this.disposed) return;
-      // While a step reads, the quiet moment is at least CATALOG_QUIET_MS away.
-      const wait = quietIn > 0 ? quietIn : CATALOG_QUIET_MS;
+      const wait = this.quietIn();
+      if (wait === 0 || this.catalogWanted || now >= latest || this.disposed) return;
       await new Promise<void>((resolve) => {
         this.wakeQuiet = resolve;
         setTimeout(resolve, Math.max(1, Math.min(wait, latest - now)));

@@ -7,10 +7,13 @@ const files = () => (fsPromises ??= import("node:fs/promises"));
 
 /** Lines waiting at most; past it (a stalled disk) the oldest wait is given up, with one warning. */
 const MAX_PENDING = 1024;
+/** Under steady work the queue is written this long after its first line at the latest. */
+const MAX_DEFER_MS = 1000;
 
 /**
  * Appends records off the step: `append` only queues a function that makes the line, and a later
- * event-loop task makes and writes it, so a step never waits on JSON or the disk. One writer per
+ * event-loop task makes and writes it, once `quietIn` says the steps leave the loop alone (or
+ * MAX_DEFER_MS after), so a step never waits on JSON or the disk, nor for a turn of the loop they took. One writer per
  * process; lines of one session are written in order. Past MAX_RECORDS_BYTES a session's file is
  * renamed to `<id>.1.jsonl` (the previous one replaced): a session keeps at most twice that.
  */
@@ -30,6 +33,8 @@ export class RecordsWriter {
   constructor(
     readonly dir: string,
     private readonly log: Logger,
+    /** Milliseconds until the steps leave the event loop alone (0: now). */
+    private readonly quietIn: () => number = () => 0,
   ) {}
 
   append(session: string, line: () => string): void {
@@ -44,11 +49,19 @@ export class RecordsWriter {
 
   private schedule(): void {
     if (this.draining !== undefined) return;
+    const latest = performance.now() + MAX_DEFER_MS;
     this.draining = new Promise<void>((resolve) => {
       this.start = resolve;
-      this.timer = setTimeout(resolve, 0);
-      // Records never keep a finished process alive: dispose flushes them.
-      this.timer.unref?.();
+      const after = (ms: number) => {
+        this.timer = setTimeout(() => {
+          const wait = this.quietIn();
+          if (wait > 0 && performance.now() < latest) after(Math.min(wait, latest - performance.now()));
+          else resolve();
+        }, ms);
+        // Records never keep a finished process alive: dispose flushes them.
+        this.timer.unref?.();
+      };
+      after(0);
     }).then(() => this.drain());
   }
 

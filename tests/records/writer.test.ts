@@ -60,6 +60,34 @@ describe("RecordsWriter", () => {
     );
   }, 60_000);
 
+  test("lines are made and written once the steps leave the loop alone, not in a turn a step waits for", async () => {
+    const dir = recordsDir();
+    let quietIn = 40;
+    let made = 0;
+    const writer = new RecordsWriter(dir, recordingLogger(), () => quietIn);
+    writer.append("ses_quiet", () => (made++, lineOf(0, 100)));
+    // Turns of the loop while a step is under way: nothing is made or written.
+    for (let i = 0; i < 3; i++) await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(made).toBe(0);
+    quietIn = 0;
+    // Bounded: the writer looks again within the 40 ms it was told.
+    for (const until = performance.now() + 2000; !existsSync(recordsPath(dir, "ses_quiet")) && performance.now() < until; ) await Bun.sleep(5);
+    await writer.flush();
+    expect(made).toBe(1);
+    expect(JSON.parse(readFileSync(recordsPath(dir, "ses_quiet"), "utf8")).n).toBe(0);
+  });
+
+  test("under steady work the queue is written within a second all the same", async () => {
+    const dir = recordsDir();
+    const writer = new RecordsWriter(dir, recordingLogger(), () => 50);
+    const queued = performance.now();
+    writer.append("ses_busy", () => lineOf(0, 100));
+    for (const until = queued + 3000; !existsSync(recordsPath(dir, "ses_busy")) && performance.now() < until; ) await Bun.sleep(10);
+    expect(existsSync(recordsPath(dir, "ses_busy"))).toBe(true);
+    expect(performance.now() - queued).toBeGreaterThanOrEqual(990);
+    await writer.flush();
+  });
+
   test("a record queued for a session already deleted is not written (a step still in flight)", async () => {
     const dir = recordsDir();
     const writer = new RecordsWriter(dir, recordingLogger());
