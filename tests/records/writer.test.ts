@@ -88,6 +88,17 @@ describe("RecordsWriter", () => {
     await writer.flush();
   });
 
+  test("while busy, a queue of eight lines is written without waiting for the second (their snapshots stay alive until then)", async () => {
+    const dir = recordsDir();
+    const writer = new RecordsWriter(dir, recordingLogger(), () => 50);
+    const queued = performance.now();
+    for (let n = 0; n < 8; n++) writer.append("ses_burst", () => lineOf(n, 100));
+    for (const until = queued + 3000; !existsSync(recordsPath(dir, "ses_burst")) && performance.now() < until; ) await Bun.sleep(5);
+    expect(performance.now() - queued).toBeLessThan(500);
+    await writer.flush();
+    expect(readFileSync(recordsPath(dir, "ses_burst"), "utf8").trimEnd().split("\n").map((line) => JSON.parse(line).n)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+  });
+
   test("a record queued for a session already deleted is not written (a step still in flight)", async () => {
     const dir = recordsDir();
     const writer = new RecordsWriter(dir, recordingLogger());
