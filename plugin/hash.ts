@@ -1,4 +1,4 @@
-import { createRequire } from "node:module";
+import { nodeCrypto } from "./libraries.ts";
 
 type Part = string | Uint8Array;
 
@@ -13,10 +13,7 @@ export function sha256Hex(...parts: Part[]): string {
     for (const part of parts) hasher.update(part);
     return hasher.digest("hex");
   }
-  nodeCrypto ??= createRequire(import.meta.url)("node:crypto") as typeof import("node:crypto");
-  const hash = nodeCrypto.createHash("sha256");
+  const hash = nodeCrypto().createHash("sha256");
   for (const part of parts) hash.update(part);
   return hash.digest("hex");
 }
-
-let nodeCrypto: typeof import("node:crypto") | undefined;

@@ -11,6 +11,7 @@ import { createToolAfter } from "./hooks/tool-after.ts";
 import { createToolBefore } from "./hooks/tool-before.ts";
 import { warmBound } from "./block/tokens.ts";
 import { WARM_FRONTMATTER } from "./files/frontmatter.ts";
+import { preload } from "./libraries.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { resolveOptions } from "./options.ts";
 import { VERSION } from "./version.ts";
@@ -40,13 +41,13 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
     // so nothing above the project is ever read.
     const worktree = typeof input.worktree === "string" && input.worktree !== "" && input.worktree !== "/" ? input.worktree : directory;
     const engine = await Engine.create({ directory, worktree, options, log, client: input.client });
-    log.log("info", `project-context ${VERSION} started: worktree ${worktree}, delivery ${options.delivery}, watcher ${engine.store.stats.events ?? "off"}, records ${engine.records?.dir ?? "off"}`);
+    log.log("info", `project-context ${VERSION} started: worktree ${worktree}, delivery ${options.delivery}, watcher ${engine.store.events ?? "off"}, records ${engine.records?.dir ?? "off"}`);
     // The libraries load with the worktree's catalog, in the background once steps leave the loop
     // alone; a session's first step waits for git's settings of ignoring only.
     engine.startCatalog(() => warmUp(log));
     // The token bound's table (a 1.1 MB file, 1-2 ms) is wanted by a session's first block: it loads
     // in a task of its own now, while a first message waits for git's settings, not inside that block.
-    setTimeout(() => load(warmBound, log), 0);
+    void preload([warmBound], warn(log));
     return {
       "tool.execute.before": createToolBefore(engine, log),
       "tool.execute.after": createToolAfter(engine, log),
@@ -72,22 +73,11 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
  * loads it there and then.
  */
 async function warmUp(log: Logger): Promise<void> {
-  for (const library of WARM_FRONTMATTER) {
-    // A timer, not setImmediate: Bun runs immediates queued by an immediate in the same turn.
-    await new Promise<void>((resolve) => setTimeout(resolve, 0));
-    load(library, log);
-  }
+  await preload(WARM_FRONTMATTER, warn(log));
   // Settled in a task of its own: a step waiting for this must not run in the last load's task.
   await new Promise<void>((resolve) => setTimeout(resolve, 0));
 }
 
-/** Loads what `library` loads now; a failure is logged, and it loads on first use instead. */
-function load(library: () => void, log: Logger): void {
-  try {
-    library();
-  } catch (error) {
-    log.log("warn", `could not preload a library (it loads on first use): ${String(error)}`);
-  }
-}
+const warn = (log: Logger) => (message: string) => log.log("warn", message);
 
 export default ProjectContext;

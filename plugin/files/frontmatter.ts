@@ -1,4 +1,4 @@
-import { createRequire } from "node:module";
+import { lazy, requireFrom } from "../libraries.ts";
 
 /** The keys that make a leading `---` block frontmatter: this plugin's own, and those of peers' rule files. */
 export const KNOWN_KEYS: ReadonlySet<string> = new Set([
@@ -72,16 +72,12 @@ const SAFE_OPTIONS = Object.freeze({
 });
 
 type Matter = (input: string, options: object) => { data: unknown };
-let matter: Matter | undefined;
 
 /**
  * gray-matter (with js-yaml) costs ~15 ms to load: loaded on the first file that has a closed leading
- * block, or warmed in a task of its own just after start-up. `require` keeps parsing synchronous (reads are), and works in Bun and Node.
+ * block, or warmed in a task of its own at start-up's first quiet moment.
  */
-function loadMatter(): Matter {
-  matter ??= createRequire(import.meta.url)("gray-matter") as Matter;
-  return matter;
-}
+const loadMatter = lazy(() => requireFrom()("gray-matter") as Matter);
 
 /**
  * Loads gray-matter now, so that the first file with frontmatter does not pay for it inside a step:
@@ -101,13 +97,6 @@ export const WARM_FRONTMATTER: readonly (() => void)[] = Object.freeze([
   () => requireFrom("gray-matter")("js-yaml"),
   () => loadMatter(),
 ]);
-
-/** `require` as the module at the end of `chain` (each resolved from the one before) would call it. */
-function requireFrom(...chain: string[]): NodeJS.Require {
-  let from = createRequire(import.meta.url);
-  for (const name of chain) from = createRequire(from.resolve(name));
-  return from;
-}
 
 // ---------------------------------------------------------------------------------------------
 // The plain mappings most frontmatter is, read without gray-matter.

@@ -368,9 +368,13 @@ export class FileStore {
   }
 
   /** How the store stands: for the benchmark, explain and tests. */
+  /** Where watch events come from; undefined without a watcher (sync stats). */
+  get events(): "inotify" | "fs.watch" | undefined {
+    return this.mode === "sync" ? undefined : this.inotify !== undefined ? "inotify" : "fs.watch";
+  }
+
   get stats(): { mode: "watch" | "sync"; events: "inotify" | "fs.watch" | undefined; watched: number; dirty: number; records: number; bytes: number; owners: number; barriers: number } {
-    const events = this.mode === "sync" ? undefined : this.inotify !== undefined ? "inotify" : "fs.watch";
-    return { mode: this.mode, events, watched: this.activeWatches, dirty: this.dirty.size, records: this.records.size, bytes: this.records.looseBytes, owners: this.owners.size, barriers: this.barrierSeq };
+    return { mode: this.mode, events: this.events, watched: this.activeWatches, dirty: this.dirty.size, records: this.records.size, bytes: this.records.looseBytes, owners: this.owners.size, barriers: this.barrierSeq };
   }
 
   /** Closes every watch (and the inotify descriptor or the sentinel directory), clears timers. Nothing is read afterwards. */

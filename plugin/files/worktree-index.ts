@@ -1,9 +1,8 @@
 import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, type Dirent } from "node:fs";
-import { createRequire } from "node:module";
 import { homedir } from "node:os";
 import { extname, join, posix, resolve } from "node:path";
 import ignore, { type Ignore } from "ignore";
-import type picomatch from "picomatch";
+import { picomatchFunction } from "../libraries.ts";
 
 export interface IndexOptions {
   /** Real absolute path of the worktree: every path of the index is relative to it. */
@@ -163,7 +162,7 @@ function compileRules(globs: readonly string[], log: Log): ((rel: string) => boo
       continue;
     }
     try {
-      matchers.push(simpleGlobMatcher(glob) ?? loadPicomatch()(glob, PICOMATCH_OPTIONS));
+      matchers.push(simpleGlobMatcher(glob) ?? picomatchFunction()(glob, PICOMATCH_OPTIONS));
     } catch (error) {
       log("warn", `rules glob "${glob}" ignored: ${messageOf(error)}`);
     }
@@ -173,16 +172,6 @@ function compileRules(globs: readonly string[], log: Log): ((rel: string) => boo
 
 const PICOMATCH_OPTIONS = { dot: true, strictBrackets: true };
 
-let picomatchModule: typeof picomatch | undefined;
-
-/**
- * picomatch, loaded on first use: loading and compiling it was most of the index's start-up cost, and
- * the usual rules globs do without it (simpleGlobMatcher).
- */
-function loadPicomatch(): typeof picomatch {
-  picomatchModule ??= createRequire(import.meta.url)("picomatch") as typeof picomatch;
-  return picomatchModule;
-}
 
 const LINE_TERMINATOR = /[\n\r\u2028\u2029]/;
 
@@ -216,7 +205,7 @@ function simpleGlobMatcher(glob: string): ((rel: string) => boolean) | undefined
   });
   const pattern = new RegExp(`^${source}$`);
   let exact: ((rel: string) => boolean) | undefined;
-  return (rel) => (LINE_TERMINATOR.test(rel) ? (exact ??= loadPicomatch()(glob, PICOMATCH_OPTIONS))(rel) : pattern.test(rel));
+  return (rel) => (LINE_TERMINATOR.test(rel) ? (exact ??= picomatchFunction()(glob, PICOMATCH_OPTIONS))(rel) : pattern.test(rel));
 }
 
 const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
