@@ -1203,12 +1203,12 @@ interface Target {
   readonly isFile: boolean;
 }
 
-/** The hierarchy with files it does not reach by a walk (always, attached, pinned rule files), last. */
 /** The worktree index's messages, each said once. */
 function indexLogOf(log: Logger): (level: "warn" | "info", message: string) => void {
   return (level, message) => log.once(`index:${message}`, level, message);
 }
 
+/** The hierarchy with files it does not reach by a walk (always, attached, pinned rule files), last. */
 function withExtras(hierarchy: Hierarchy, extras: readonly FileVersion[]): Hierarchy {
   const fresh = extras.filter((file) => !hierarchy.byPath.has(file.path));
   if (fresh.length === 0) return hierarchy;

@@ -367,12 +367,12 @@ export class FileStore {
     return this.names.has(name);
   }
 
-  /** How the store stands: for the benchmark, explain and tests. */
   /** Where watch events come from; undefined without a watcher (sync stats). */
   get events(): "inotify" | "fs.watch" | undefined {
     return this.mode === "sync" ? undefined : this.inotify !== undefined ? "inotify" : "fs.watch";
   }
 
+  /** How the store stands: for the benchmark, explain and tests. */
   get stats(): { mode: "watch" | "sync"; events: "inotify" | "fs.watch" | undefined; watched: number; dirty: number; records: number; bytes: number; owners: number; barriers: number } {
     return { mode: this.mode, events: this.events, watched: this.activeWatches, dirty: this.dirty.size, records: this.records.size, bytes: this.records.looseBytes, owners: this.owners.size, barriers: this.barrierSeq };
   }

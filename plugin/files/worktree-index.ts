@@ -172,7 +172,6 @@ function compileRules(globs: readonly string[], log: Log): ((rel: string) => boo
 
 const PICOMATCH_OPTIONS = { dot: true, strictBrackets: true };
 
-
 const LINE_TERMINATOR = /[\n\r\u2028\u2029]/;
 
 /**

@@ -19,9 +19,9 @@ const BUSY_POLL_MS = 10;
 
 /**
  * Appends records off the step: `append` only queues a function that makes the line, and a later
- * event-loop task makes and writes it, once `quietIn` says the steps leave the loop alone (or
- * MAX_DEFER_MS after), so a step never waits on JSON or the disk, nor for a turn of the loop they took. One writer per
- * process; lines of one session are written in order. Past MAX_RECORDS_BYTES a session's file is
+ * event-loop task makes and writes it, once `quietIn` says the steps leave the loop alone (or see
+ * DEFER_LINES), so a step never waits on JSON or the disk, nor for a turn of the loop they took. One
+ * writer per process; lines of one session are written in order. Past MAX_RECORDS_BYTES a session's file is
  * renamed to `<id>.1.jsonl` (the previous one replaced): a session keeps at most twice that.
  */
 export class RecordsWriter {

@@ -246,8 +246,19 @@ export class Catalog {
   private watchDir(dir: string): void {
     if (this.watchers.has(dir) || this.disposed) return;
     if (this.inotify !== undefined) {
+      const identity = lstatSync(dir, { throwIfNoEntry: false })?.ino;
       try {
-        this.watchers.set(dir, this.inotify.watch(dir, (name) => this.changed(join(dir, name))));
+        const handle = this.inotify.watch(dir, (name) => {
+          // The directory itself went (deleted, moved away, replaced): so did its watch. The next
+          // refresh stats every entry; those read again there are watched anew.
+          if (name === basename(dir) && lstatSync(dir, { throwIfNoEntry: false })?.ino !== identity) {
+            handle.close();
+            this.watchers.delete(dir);
+            this.sweepDue = true;
+          }
+          this.changed(join(dir, name));
+        });
+        this.watchers.set(dir, handle);
         // What changed between the reads of its entries and now gave no event: one sweep is owed.
         this.sweepDue = true;
       } catch {

@@ -123,6 +123,36 @@ describe("catalog: which context files are entries", () => {
     barrier.release(user);
   });
 
+  test.if(process.platform === "linux")("with the inotify barrier, an entry's directory deleted and made again: its watch is made anew, and edits there are seen", async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "AGENTS.md": "# root\n", "a/AGENTS.md": `${block("include: always")}# v0\n` });
+    const catalog = await Catalog.build({ worktree: root, fileNames: ["AGENTS.md"], rules: [], maxEntries: 100, maxFileBytes: 128 * 1024, watch: true, inotify: true, log: recordingLogger() });
+    catalogs.push(catalog);
+    const user = { drained() {}, overflowed() {} };
+    const barrier = Inotify.acquire(user)!;
+    const step = () => {
+      barrier.drain();
+      catalog.refresh(performance.now(), true);
+    };
+    const path = join(root, "a/AGENTS.md");
+    step();
+    rmSync(join(root, "a"), { recursive: true });
+    step();
+    expect(catalog.get(path)).toBeUndefined();
+    scratch.write(root, { "a/AGENTS.md": `${block("include: always")}# again\n` });
+    // Made again in a directory the catalog no longer watches: the store tells the catalog of a
+    // context file it sees (changed), as a session's watch of that directory would.
+    catalog.changed(path);
+    step();
+    expect(catalog.get(path)?.file.body).toBe("# again\n");
+    for (let i = 0; i < 3; i++) {
+      writeFileSync(path, `${block("include: always")}# edit ${i}\n`);
+      step();
+      expect(catalog.get(path)?.file.body).toBe(`# edit ${i}\n`);
+    }
+    barrier.release(user);
+  });
+
   test("an entry read within a timestamp tick of its change is read again at the next refresh (racy, as the store's records)", async () => {
     const root = scratch.dir();
     scratch.write(root, { "a/AGENTS.md": `${block("include: always")}# v0\n` });
