@@ -157,7 +157,7 @@ export class FileStore {
   private readonly records: RecordCache<Record_>;
   private readonly chains = lruCache<string, Chain>(MAX_CHAINS, { disposeAfter: (_chain, start) => this.unindexChain(start) });
   /** Directory → the cached chains whose walk goes through it: what an evicted record invalidates, found without a scan. */
-  private readonly chainsThrough = new Map<string, Set<string>>();
+  private readonly chainsThrough = new Map<string, Starts>();
   private readonly pendingChains = new Map<string, Promise<Chain>>();
   private readonly walks = lruCache<string, readonly string[]>(MAX_STARTS);
   private readonly starts: LRUCache<string, Start>;
@@ -428,9 +428,9 @@ export class FileStore {
     if (cacheable) {
       this.chains.set(startDir, chain);
       for (const dir of this.walkOf(startDir)) {
-        let starts = this.chainsThrough.get(dir);
-        if (starts === undefined) this.chainsThrough.set(dir, (starts = new Set()));
-        starts.add(startDir);
+        const starts = this.chainsThrough.get(dir);
+        const more = starts === undefined ? [startDir] : withStart(starts, startDir);
+        if (more !== starts) this.chainsThrough.set(dir, more);
       }
     }
     return chain;
@@ -439,8 +439,7 @@ export class FileStore {
   private unindexChain(startDir: string): void {
     for (const dir of this.walkOf(startDir)) {
       const starts = this.chainsThrough.get(dir);
-      starts?.delete(startDir);
-      if (starts?.size === 0) this.chainsThrough.delete(dir);
+      if (starts !== undefined && withoutStart(starts, startDir) === 0) this.chainsThrough.delete(dir);
     }
   }
 
@@ -1001,6 +1000,40 @@ function sizeOf(record: Record_): number {
 }
 
 /** The directory part of a signature: a change there is a structure change, not an edit. */
+/**
+ * The start directories of the cached chains through one directory: an array while they are few
+ * (nearly every directory has one or two), a Set past SMALL_STARTS (a directory near the root has
+ * them all). A Set costs about 500 bytes in JavaScriptCore: one per directory was 2.6 MB of a
+ * 2,000-directory session's heap.
+ */
+type Starts = string[] | Set<string>;
+const SMALL_STARTS = 16;
+
+/** `starts` with `start` added: the same collection, or a Set made when the array is full. */
+function withStart(starts: Starts, start: string): Starts {
+  if (starts instanceof Set) return starts.add(start);
+  if (starts.includes(start)) return starts;
+  if (starts.length < SMALL_STARTS) {
+    starts.push(start);
+    return starts;
+  }
+  return new Set([...starts, start]);
+}
+
+/** Removes `start` from `starts` (in place); how many are left. */
+function withoutStart(starts: Starts, start: string): number {
+  if (starts instanceof Set) {
+    starts.delete(start);
+    return starts.size;
+  }
+  const at = starts.indexOf(start);
+  if (at !== -1) {
+    starts[at] = starts[starts.length - 1]!;
+    starts.pop();
+  }
+  return starts.length;
+}
+
 function identity(signature: string): string {
   const bar = signature.indexOf("|");
   return bar === -1 ? signature : signature.slice(0, bar);

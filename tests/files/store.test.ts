@@ -166,6 +166,28 @@ for (const events of ["inotify", "fs.watch"] as const) describe(`freshness (even
     expect(await bodies(store, start)).toEqual(["root\n", "ab\n", "real2\n"]);
   });
 
+  for (const leaves of [10, 40]) {
+    test(`an edit of a directory that ${leaves} cached chains go through reaches every one of them, after one of them was dropped and made again`, async () => {
+      const root = scratch.dir();
+      const files: Record<string, string> = { "AGENTS.md": "root\n", "common/AGENTS.md": "common v1\n" };
+      for (let i = 0; i < leaves; i++) files[`common/leaf${i}/AGENTS.md`] = `leaf ${i}\n`;
+      scratch.write(root, files);
+      const store = scratch.store(root);
+      const starts = Array.from({ length: leaves }, (_, i) => store.resolveStart(join(root, `common/leaf${i}/x.ts`), true)!);
+      const dirs = new Set(starts.flatMap((start) => store.walkOf(start)));
+      store.retain("s", dirs);
+      for (const start of starts) expect((await bodies(store, start))[1]).toBe("common v1\n");
+      await watchesStarted();
+      // One chain dropped (its own directory edited) and made again: the others stay known through "common".
+      writeFileSync(join(root, "common/leaf3/AGENTS.md"), "leaf 3, edited\n");
+      await store.settle(dirs, performance.now());
+      expect((await bodies(store, starts[3]!))[2]).toBe("leaf 3, edited\n");
+      writeFileSync(join(root, "common/AGENTS.md"), "common v2, longer\n");
+      await store.settle(dirs, performance.now());
+      for (const [i, start] of starts.entries()) expect(await bodies(store, start)).toEqual(["root\n", "common v2, longer\n", i === 3 ? "leaf 3, edited\n" : `leaf ${i}\n`]);
+    });
+  }
+
   test("a deleted context file leaves the chain; an atomic save (rename over) is seen", async () => {
     const { root, store, start, walk } = setUpHere();
     await store.settle(walk);
