@@ -193,7 +193,6 @@ export class Engine {
       maxEntries: options.maxIndexEntries,
       maxFileBytes: options.maxFileBytes,
       watch: options.watch,
-      inotify: this.store.events === "inotify",
       log,
       giveWay: () => (this.reading === 0 ? undefined : new Promise<void>((resolve) => this.idleWaiters.push(resolve))),
     }))).then(
@@ -693,8 +692,7 @@ export class Engine {
       hierarchy = await this.raw(session, ordered, since);
     }
     if (!this.catalogBuilding) {
-      // With inotify the store's barrier (run by `raw` above) has dispatched the catalog's events too.
-      this.catalog?.refresh(since, this.store.events === "inotify");
+      this.catalog?.refresh(since);
       if (session.unranked.length > 0) for (const text of session.unranked.splice(0)) this.attach(session, text);
     }
     const ruled = this.rule(session, hierarchy);

@@ -999,7 +999,6 @@ function sizeOf(record: Record_): number {
   return size;
 }
 
-/** The directory part of a signature: a change there is a structure change, not an edit. */
 /**
  * The start directories of the cached chains through one directory: an array while they are few
  * (nearly every directory has one or two), a Set past SMALL_STARTS (a directory near the root has
@@ -1034,6 +1033,7 @@ function withoutStart(starts: Starts, start: string): number {
   return starts.length;
 }
 
+/** The directory part of a signature: a change there is a structure change, not an edit. */
 function identity(signature: string): string {
   const bar = signature.indexOf("|");
   return bar === -1 ? signature : signature.slice(0, bar);

@@ -1,9 +1,8 @@
-import { lstatSync, watch } from "node:fs";
+import { lstatSync, watch, type FSWatcher } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import type { FileVersion } from "../files/contained.ts";
 import { decodeText, RACY_MS, readContained, readContainedHead } from "../files/contained.ts";
 import { parseFrontmatter } from "../files/frontmatter.ts";
-import { Inotify, type InotifyUser } from "../files/inotify.ts";
 import { buildWorktreeIndex, contextNamesOf, type IgnoreBasisResult, type WorktreeIndex } from "../files/worktree-index.ts";
 import type { Logger } from "../log.ts";
 import { relativePosix, statPrint } from "../paths.ts";
@@ -18,12 +17,6 @@ export interface CatalogOptions {
   readonly maxEntries: number;
   readonly maxFileBytes: number;
   readonly watch: boolean;
-  /**
-   * The store reads Linux's inotify queue at each step's barrier (a drain: every event queued before
-   * it is dispatched): the catalog's watches go through that queue too, and a step needs no stat of
-   * the entries (see refresh). Otherwise fs.watch, with no barrier: each step stats every entry.
-   */
-  readonly inotify?: boolean;
   readonly log: Logger;
   /** The reads wait for this (start-up's library loads): the index is listed meanwhile, and no read loads a library in one go. */
   readonly readsAfter?: Promise<unknown>;
@@ -65,19 +58,7 @@ export class Catalog {
   version = 0;
   private entries = new Map<string, Entry>();
   private ranker: AgentRanker | undefined;
-  private readonly watchers = new Map<string, { close(): void }>();
-  /** The process's inotify instance, when the store drains it before each step. */
-  private readonly inotify: Inotify | undefined;
-  private readonly inotifyUser: InotifyUser = { drained: () => {}, overflowed: () => (this.sweepDue = true) };
-  /**
-   * The next refresh stats every entry even though a drain came before it: a watch started after its
-   * entries were read (a change in between gave no event), or events were lost (the queue overflowed).
-   */
-  private sweepDue = true;
-  /** A directory could not be watched through inotify: every refresh stats. */
-  private sweepAlways = false;
-  /** Refreshes that stat'd every entry (tests). */
-  sweeps = 0;
+  private readonly watchers = new Map<string, FSWatcher>();
   private readonly names: ReadonlySet<string>;
   private disposed = false;
   /** When the last refresh began: it has every change saved before then. */
@@ -89,7 +70,6 @@ export class Catalog {
   ) {
     const names = contextNamesOf(options.fileNames);
     this.names = new Set([...names.base, ...names.override, ...names.local]);
-    this.inotify = options.watch && options.inotify === true ? Inotify.acquire(this.inotifyUser) : undefined;
   }
 
   static async build(options: CatalogOptions): Promise<Catalog> {
@@ -165,21 +145,14 @@ export class Catalog {
   }
 
   /**
-   * Brings the entries up to date as of `since`, before a step's work. `drained`: the store's barrier
-   * has read the inotify queue since then, so every change in a directory the catalog watches there
-   * is handled already (the one freshness mechanism: events, and a barrier). Otherwise, or when a
-   * watch began after its entries were read, or events were lost, entries whose file stat says
-   * changed since they were read are read again. A refresh that ran since then vouches for it
-   * already (the parallel calls of a step stat the entries once).
+   * Entries whose file stat says changed since it was read are read again: run before each step's
+   * work, so an edit saved before `since` is in it whatever the watches did. A refresh that ran
+   * since then vouches for it already (the parallel calls of a step stat the entries once).
    */
-  refresh(since = Infinity, drained = false): void {
+  refresh(since = Infinity): void {
     if (this.refreshedAt >= since) return;
     const at = performance.now();
-    if (!drained || this.inotify === undefined || this.sweepDue || this.sweepAlways) {
-      this.sweepDue = false;
-      this.sweeps++;
-      for (const [path, entry] of this.entries) if (statPrint(path) !== entry.print) this.consider(path);
-    }
+    for (const [path, entry] of this.entries) if (statPrint(path) !== entry.print) this.consider(path);
     this.refreshedAt = at;
   }
 
@@ -187,7 +160,6 @@ export class Catalog {
     this.disposed = true;
     for (const watcher of this.watchers.values()) watcher.close();
     this.watchers.clear();
-    this.inotify?.release(this.inotifyUser);
   }
 
   /** Reads `path` again if it may be an entry, and keeps it, changes it or lets it go. */
@@ -245,27 +217,6 @@ export class Catalog {
 
   private watchDir(dir: string): void {
     if (this.watchers.has(dir) || this.disposed) return;
-    if (this.inotify !== undefined) {
-      const identity = lstatSync(dir, { throwIfNoEntry: false })?.ino;
-      try {
-        const handle = this.inotify.watch(dir, (name) => {
-          // The directory itself went (deleted, moved away, replaced): so did its watch. The next
-          // refresh stats every entry; those read again there are watched anew.
-          if (name === basename(dir) && lstatSync(dir, { throwIfNoEntry: false })?.ino !== identity) {
-            handle.close();
-            this.watchers.delete(dir);
-            this.sweepDue = true;
-          }
-          this.changed(join(dir, name));
-        });
-        this.watchers.set(dir, handle);
-        // What changed between the reads of its entries and now gave no event: one sweep is owed.
-        this.sweepDue = true;
-      } catch {
-        this.sweepAlways = true;
-      }
-      return;
-    }
     try {
       const watcher = watch(dir, { persistent: false }, (_event, name) => {
         if (name !== null) this.changed(join(dir, String(name)));

@@ -4,7 +4,6 @@ import { mkdirSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { parseFrontmatter } from "../../plugin/files/frontmatter.ts";
-import { Inotify } from "../../plugin/files/inotify.ts";
 import { Catalog, textMayLoad } from "../../plugin/rules/catalog.ts";
 import { readContract } from "../../plugin/rules/contract.ts";
 import { statPrint } from "../../plugin/paths.ts";
@@ -92,65 +91,6 @@ describe("catalog: which context files are entries", () => {
       catalog.refresh(performance.now());
       expect(catalog.get(path)?.file.body).toBe(`# edit ${i}\n`);
     }
-  });
-
-  test.if(process.platform === "linux")("with the store's inotify barrier, a step stats no entry: edits come as events; only the first refresh after a new watch sweeps", async () => {
-    const root = scratch.dir();
-    scratch.write(root, { "a/AGENTS.md": `${block("include: always")}# v0\n`, ".opencode/rules/db.md": "# rule v0\n" });
-    const catalog = await Catalog.build({ worktree: root, fileNames: ["AGENTS.md"], rules: [".opencode/rules/**/*.md"], maxEntries: 100, maxFileBytes: 128 * 1024, watch: true, inotify: true, log: recordingLogger() });
-    catalogs.push(catalog);
-    // The store's barrier: the process's queue, drained before each step's work.
-    const user = { drained() {}, overflowed() {} };
-    const barrier = Inotify.acquire(user)!;
-    const [agents, rule] = [join(root, "a/AGENTS.md"), join(root, ".opencode/rules/db.md")];
-    // Edited after the reads, before any drain: the sweep owed by the new watches sees it.
-    writeFileSync(agents, `${block("include: always")}# v1 (before the first step)\n`);
-    catalog.refresh(performance.now(), true);
-    expect(catalog.sweeps).toBe(1);
-    expect(catalog.get(agents)?.file.body).toBe("# v1 (before the first step)\n");
-    for (let i = 2; i < 12; i++) {
-      writeFileSync(i % 2 === 0 ? agents : rule, i % 2 === 0 ? `${block("include: always")}# v${i}\n` : `# rule v${i}\n`);
-      barrier.drain();
-      catalog.refresh(performance.now(), true);
-      expect(catalog.get(i % 2 === 0 ? agents : rule)?.file.body).toBe(i % 2 === 0 ? `# v${i}\n` : `# rule v${i}\n`);
-    }
-    expect(catalog.sweeps).toBe(1);
-    // With no barrier (the store fell back to stats), every refresh stats.
-    writeFileSync(agents, `${block("include: always")}# no barrier\n`);
-    catalog.refresh(performance.now(), false);
-    expect(catalog.sweeps).toBe(2);
-    expect(catalog.get(agents)?.file.body).toBe("# no barrier\n");
-    barrier.release(user);
-  });
-
-  test.if(process.platform === "linux")("with the inotify barrier, an entry's directory deleted and made again: its watch is made anew, and edits there are seen", async () => {
-    const root = scratch.dir();
-    scratch.write(root, { "AGENTS.md": "# root\n", "a/AGENTS.md": `${block("include: always")}# v0\n` });
-    const catalog = await Catalog.build({ worktree: root, fileNames: ["AGENTS.md"], rules: [], maxEntries: 100, maxFileBytes: 128 * 1024, watch: true, inotify: true, log: recordingLogger() });
-    catalogs.push(catalog);
-    const user = { drained() {}, overflowed() {} };
-    const barrier = Inotify.acquire(user)!;
-    const step = () => {
-      barrier.drain();
-      catalog.refresh(performance.now(), true);
-    };
-    const path = join(root, "a/AGENTS.md");
-    step();
-    rmSync(join(root, "a"), { recursive: true });
-    step();
-    expect(catalog.get(path)).toBeUndefined();
-    scratch.write(root, { "a/AGENTS.md": `${block("include: always")}# again\n` });
-    // Made again in a directory the catalog no longer watches: the store tells the catalog of a
-    // context file it sees (changed), as a session's watch of that directory would.
-    catalog.changed(path);
-    step();
-    expect(catalog.get(path)?.file.body).toBe("# again\n");
-    for (let i = 0; i < 3; i++) {
-      writeFileSync(path, `${block("include: always")}# edit ${i}\n`);
-      step();
-      expect(catalog.get(path)?.file.body).toBe(`# edit ${i}\n`);
-    }
-    barrier.release(user);
   });
 
   test("an entry read within a timestamp tick of its change is read again at the next refresh (racy, as the store's records)", async () => {
