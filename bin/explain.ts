@@ -240,7 +240,8 @@ export function readRecordsFile(path: string, maxBytes = MAX_READ_BYTES): Record
     const info = fstatSync(fd);
     if (!info.isFile()) return undefined;
     // Past the limit, one byte more is read: the byte before the tail tells whether the tail starts a line.
-    const start = info.size > maxBytes ? info.size - maxBytes - 1 : 0;
+    const tail = info.size > maxBytes;
+    const start = tail ? info.size - maxBytes - 1 : 0;
     const buffer = Buffer.allocUnsafe(info.size - start);
     let length = 0;
     while (length < buffer.length) {
@@ -251,7 +252,8 @@ export function readRecordsFile(path: string, maxBytes = MAX_READ_BYTES): Record
     // What comes before the first line break is part of a line that began before the tail (a line
     // break byte never occurs inside a UTF-8 character, so the cut never splits one either).
     const firstBreak = buffer.subarray(0, length).indexOf(0x0a);
-    const from = start === 0 ? 0 : firstBreak === -1 ? length : firstBreak + 1;
+    // (A file one byte over the limit has its tail start at 1: `start` 0 is no whole file then.)
+    const from = !tail ? 0 : firstBreak === -1 ? length : firstBreak + 1;
     const lines = classifyLines(buffer.subarray(from, length).toString("utf8"));
     return { path, bytes: info.size, unreadBytes: start + from, ...lines };
   } finally {

@@ -569,6 +569,26 @@ describe("properties", () => {
     }
   });
 
+  test("readRecordsFile at the edges of its limit: a file of exactly the limit is read whole, one byte over is not (a flaky CI run found it)", () => {
+    const path = join(tmpdir(), `explain-session-edge-${process.pid}-${Date.now()}.jsonl`);
+    const records = Array.from({ length: 5 }, (_, i) => request(i + 1, [file(`a${i}/AGENTS.md`, sha256(String(i)))]));
+    const text = records.map((record) => `${JSON.stringify(record)}\n`).join("");
+    writeFileSync(path, text);
+    const size = Buffer.byteLength(text);
+    try {
+      for (const limit of [size - 1, size, size + 1]) {
+        const read = readRecordsFile(path, limit)!;
+        expect(read.unreadBytes === 0).toBe(size <= limit);
+        expect(read.bytes - read.unreadBytes).toBeLessThanOrEqual(limit);
+        // One byte over: the first record is the one cut, the others are whole.
+        expect(read.records).toEqual(size <= limit ? records : records.slice(1));
+        expect(read.unreadable).toBe(0);
+      }
+    } finally {
+      rmSync(path, { force: true });
+    }
+  });
+
   test("requestView never throws on any JSON in a record's place, and keeps only files with a string path", () => {
     fc.assert(
       fc.property(fc.array(fc.jsonValue({ maxDepth: 2 }), { maxLength: 8 }), fc.jsonValue({ maxDepth: 1 }), (files, pins) => {
