@@ -695,7 +695,7 @@ export class FileStore {
       // then the directory counts as unwatched, and is stat'd by every settle that asks for it).
       const held = entry;
       // Behind any read a call waits for: the directory is stat'd by each settle meanwhile, so a late watch costs no freshness.
-      if (this.mode === "watch") this.enqueue(() => held.refs > 0 && held.handle === undefined && this.mode === "watch" && this.startWatch(dir, held) && this.inotify !== undefined && this.checkOwed(dir), this.background);
+      if (this.mode === "watch") this.enqueue(() => this.startHeldWatch(dir, held), this.background);
     }
   }
 
@@ -729,13 +729,15 @@ export class FileStore {
   }
 
   /**
-   * With inotify (nothing dropped, so no quiet window): the check a new watch owes, made now, in the
-   * background task that started it, so that the next step does not stat the directory (7 stats a
-   * directory, 0.5 ms of a cold 10-level chain's step for the last chain's directories). Anything
-   * out of the common case (a racy record, missing directories remembered below it, a stat that
-   * differs) is left to the next settle, which checks a dirty directory as before.
+   * The background's watch start for a held directory still without one. With inotify (nothing
+   * dropped, so no quiet window) the check the new watch owes is made here too, so that the next
+   * step does not stat the directory (7 stats a directory, 0.5 ms of a cold 10-level chain's step
+   * for the last chain's directories). Anything out of the common case (a racy record, missing
+   * directories remembered below it, a stat that differs) is left to the next settle, which checks
+   * a dirty directory as before.
    */
-  private checkOwed(dir: string): void {
+  private startHeldWatch(dir: string, held: Watched): void {
+    if (held.refs === 0 || held.handle !== undefined || this.mode !== "watch" || !this.startWatch(dir, held) || this.inotify === undefined) return;
     const record = this.records.peek(dir);
     if (record === undefined || record.retry || this.missingByParent.has(dir)) return;
     const checkedAt = performance.now();
