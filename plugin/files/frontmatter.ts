@@ -74,8 +74,8 @@ const SAFE_OPTIONS = Object.freeze({
 type Matter = (input: string, options: object) => { data: unknown };
 
 /**
- * gray-matter (with js-yaml) costs ~15 ms to load: loaded on the first file that has a closed leading
- * block, or warmed in a task of its own at start-up's first quiet moment.
+ * gray-matter (with js-yaml and esprima, 20-35 ms to load): loaded on the first block simpleYaml does
+ * not read, or warmed in tasks of its own at start-up's first quiet moment (WARM_FRONTMATTER).
  */
 const loadMatter = lazy(() => requireFrom()("gray-matter") as Matter);
 

@@ -2,7 +2,7 @@ import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, type Di
 import { homedir } from "node:os";
 import { extname, join, posix, resolve } from "node:path";
 import ignore, { type Ignore } from "ignore";
-import { picomatchFunction } from "../libraries.ts";
+import { fsPromises, picomatchFunction } from "../libraries.ts";
 
 export interface IndexOptions {
   /** Real absolute path of the worktree: every path of the index is relative to it. */
@@ -863,7 +863,7 @@ async function readEntries(path: string, budget: Budget): Promise<Dirent[]> {
   if (!budget.take()) return entries;
   try {
     // Loaded with the first walk (only where git cannot list): start-up needs none of node:fs/promises.
-    const { opendir } = await import("node:fs/promises");
+    const { opendir } = await fsPromises();
     const handle = await opendir(path, { bufferSize: 256 });
     try {
       for (let entry = await handle.read(); entry !== null && budget.take(); entry = await handle.read()) entries.push(entry);

@@ -1,9 +1,7 @@
+import { fsPromises } from "../libraries.ts";
 import type { Logger } from "../log.ts";
 import { MAX_RECORDS_BYTES, recordsPath, steerPath } from "./format.ts";
 
-/** node:fs/promises loads with the first write (about 1.3 ms of a start-up that needs none of it). */
-let fsPromises: Promise<typeof import("node:fs/promises")> | undefined;
-const files = () => (fsPromises ??= import("node:fs/promises"));
 
 /** Lines waiting at most; past it (a stalled disk) the oldest wait is given up, with one warning. */
 const MAX_PENDING = 1024;
@@ -119,13 +117,13 @@ export class RecordsWriter {
 
   private async remove(session: string): Promise<void> {
     this.sizes.delete(session);
-    const { rm } = await files();
+    const { rm } = await fsPromises();
     await Promise.all([recordsPath(this.dir, session), recordsPath(this.dir, session, true), steerPath(this.dir, session)].map((path) => rm(path, { force: true })));
   }
 
   private async write(session: string, text: string): Promise<void> {
     const path = recordsPath(this.dir, session);
-    const { appendFile, mkdir, rename, stat } = await files();
+    const { appendFile, mkdir, rename, stat } = await fsPromises();
     if (!this.madeDir) {
       await mkdir(this.dir, { recursive: true, mode: 0o700 });
       this.madeDir = true;

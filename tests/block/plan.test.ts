@@ -144,9 +144,11 @@ describe("plan", () => {
   test("determinism: the same decisions and bytes whichever counts are supplied beyond those needed", () => {
     const kind = fc.constantFrom<BlockKind>("system", "delivery", "compaction");
     fc.assert(
-      fc.property(hierarchy, fc.array(fc.boolean(), { minLength: 4, maxLength: 4 }), fc.integer({ min: 0, max: 3000 }), kind, (files, known, budget, kind) => {
+      fc.property(hierarchy, fc.array(fc.boolean(), { minLength: 4, maxLength: 4 }), fc.integer({ min: 0, max: 3000 }), kind, fc.boolean(), (files, known, budget, kind, bounded) => {
         const full = files.map((file) => ({ ...file, counts: countsOf(file.doc) }));
-        const partial: PlanItem[] = files.map((file, i) => (known[i] ? { ...file, counts: countsOf(file.doc) } : file));
+        // The caller's own bound of a doc (compose gives one for each version) or the plan's: the same decisions.
+        const uncounted = (file: PlanItem): PlanItem => (bounded ? { ...file, bound: looseFrame(file.doc.units.join("")) } : file);
+        const partial: PlanItem[] = files.map((file, i) => (known[i] ? { ...file, counts: countsOf(file.doc) } : uncounted(file)));
         const input = { kind, frame: looseFrame, budget };
         const expected = planned({ ...input, items: full });
         let result = plan({ ...input, items: partial });
