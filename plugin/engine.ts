@@ -1,7 +1,7 @@
 import type { PluginInput } from "@opencode-ai/plugin";
 import { realpathSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
-import { compose, countsRevision, knownTokens, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
+import { clearDocs, compose, countsRevision, knownTokens, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
 import { escapeInline } from "./block/escape.ts";
 import { unloadNotice, watchNotice } from "./block/render.ts";
 import { disposeTokens } from "./block/tokens.ts";
@@ -675,6 +675,8 @@ export class Engine {
     this.store.dispose();
     this.catalog?.dispose();
     await Promise.all([disposeTokens(), this.records?.close()]);
+    // After the last records are written (a record's line may ask for a doc).
+    clearDocs();
   }
 
   /**

@@ -29,15 +29,23 @@ export interface ComposeExtras {
 
 /**
  * A file version's doc is a pure function of an immutable record, cheap to make again (linear),
- * while its units cost far more memory than its text: only the most recently used are kept. What is
+ * while its units cost far more memory than its text: only the most recently used are kept, enough
+ * for a block of a few hundred files (every block names all of a session's files: with 64, a
+ * `delivery: "system"` session of 220 files made every doc again at each new directory, 14.5 ms a
+ * step against 4.6-5.1 with more; 512 cost the RSS benchmark's session 2.5-2.9 MiB of heap). What is
  * expensive to learn, the exact counts (a separate process), is kept as long as the version lives.
  */
-const MAX_DOCS = 64;
+const MAX_DOCS = 256;
 const docs = lruCache<FileVersion, Doc>(MAX_DOCS);
 const counts = new WeakMap<FileVersion, Int32Array>();
 const counting = new WeakMap<FileVersion, Promise<Int32Array>>();
 /** Which version a doc was made from: counts are asked for by doc and kept by version. */
 const versionOf = new WeakMap<Doc, FileVersion>();
+
+/** Lets go of every doc (a plugin disposed: their file texts with them). */
+export function clearDocs(): void {
+  docs.clear();
+}
 
 export function docOf(file: FileVersion): Doc {
   let doc = docs.get(file);
