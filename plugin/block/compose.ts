@@ -1,7 +1,7 @@
 import type { FileVersion } from "../files/contained.ts";
 import { lruCache } from "../lru.ts";
 import type { Logger } from "../log.ts";
-import { toDoc, type Doc } from "./doc.ts";
+import { unitsOf, type Doc } from "./doc.ts";
 import { plan, type BlockKind, type PlanItem } from "./plan.ts";
 import { renderPieces, renderedEntries, sectionHead, WHOLE_TAIL, type RenderedEntry } from "./render.ts";
 import { countUnits, textBound, unitBound } from "./tokens.ts";
@@ -29,30 +29,52 @@ export interface ComposeExtras {
 
 /**
  * A file version's doc is a pure function of an immutable record, cheap to make again (linear),
- * while its units cost far more memory than its text: only the most recently used are kept, enough
- * for a block of a few hundred files (every block names all of a session's files: with 64, a
- * `delivery: "system"` session of 220 files made every doc again at each new directory, 14.5 ms a
- * step against 4.6-5.1 with more; 512 cost the RSS benchmark's session 2.5-2.9 MiB of heap). What is
- * expensive to learn, the exact counts (a separate process), is kept as long as the version lives.
+ * while its units cost far more memory than its text: each version keeps a small doc (its path and
+ * unit count), and only the units of the most recently used are kept, enough for a block of a few
+ * hundred files (every block names all of a session's files: with 64, a `delivery: "system"`
+ * session of 220 files made every doc again at each new directory, 14.5 ms a step against 4.6-5.1
+ * with more; 512 cost the RSS benchmark's session 2.5-2.9 MiB of heap). A plan asks for the units
+ * only of the docs it shows or cuts: a compaction copy of 2,000 files, which names most of them,
+ * made every doc's units again (70% of its 110 ms of blocked loop). What is expensive to learn, the
+ * exact counts (a separate process), is kept as long as the version lives.
  */
 const MAX_DOCS = 256;
-const docs = lruCache<FileVersion, Doc>(MAX_DOCS);
+const unitsCache = lruCache<FileVersion, readonly string[]>(MAX_DOCS);
+const docs = new WeakMap<FileVersion, Doc>();
 const counts = new WeakMap<FileVersion, Int32Array>();
 const counting = new WeakMap<FileVersion, Promise<Int32Array>>();
-/** Which version a doc was made from: counts are asked for by doc and kept by version. */
-const versionOf = new WeakMap<Doc, FileVersion>();
 
-/** Lets go of every doc (a plugin disposed: their file texts with them). */
+/** A version's doc: its units made on first use, and again whenever they were let go since. */
+class VersionDoc implements Doc {
+  readonly key: string;
+  readonly rel: string;
+  readonly size: number;
+
+  constructor(
+    readonly file: FileVersion,
+    units: readonly string[],
+  ) {
+    this.key = file.path;
+    this.rel = file.rel;
+    this.size = units.length;
+    unitsCache.set(file, units);
+  }
+
+  get units(): readonly string[] {
+    let units = unitsCache.get(this.file);
+    if (units === undefined) unitsCache.set(this.file, (units = unitsOf(this.file.body)));
+    return units;
+  }
+}
+
+/** Lets go of every doc's units (a plugin disposed: their file texts with them). */
 export function clearDocs(): void {
-  docs.clear();
+  unitsCache.clear();
 }
 
 export function docOf(file: FileVersion): Doc {
   let doc = docs.get(file);
-  if (doc === undefined) {
-    docs.set(file, (doc = toDoc(file.path, file.rel, file.body)));
-    versionOf.set(doc, file);
-  }
+  if (doc === undefined) docs.set(file, (doc = new VersionDoc(file, unitsOf(file.body))));
   return doc;
 }
 
@@ -139,14 +161,14 @@ export function knownTokens(file: FileVersion): number {
 }
 
 function contentTokens(item: PlanItem, units: number): number {
-  if (item.counts === undefined && item.bound !== undefined && units === item.doc.units.length) return item.bound;
+  if (item.counts === undefined && item.bound !== undefined && units === item.doc.size) return item.bound;
   let tokens = 0;
   for (let i = 0; i < units; i++) tokens += item.counts?.[i] ?? unitBound(item.doc.units[i]!);
   return tokens;
 }
 
 function countsOf(doc: Doc): Promise<Int32Array> {
-  const file = versionOf.get(doc)!;
+  const { file } = doc as VersionDoc;
   const known = counts.get(file);
   if (known !== undefined) return Promise.resolve(known);
   let pending = counting.get(file);

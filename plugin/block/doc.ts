@@ -8,11 +8,19 @@ export interface Doc {
   /** Worktree-relative path shown to the model. */
   readonly rel: string;
   readonly units: readonly string[];
+  /** `units.length`, known without making the units (a doc may make them on demand: see compose.ts). */
+  readonly size: number;
 }
 
 /** The record is frozen; its units array is not (freezing 128K elements costs over 100 ms in Bun), only typed readonly. */
 export function toDoc(key: string, rel: string, body: string): Doc {
-  return Object.freeze({ key, rel, units: splitUnits(modelText(body)) });
+  const units = unitsOf(body);
+  return Object.freeze({ key, rel, units, size: units.length });
+}
+
+/** A body's model text as units: what a doc of it holds. */
+export function unitsOf(body: string): string[] {
+  return splitUnits(modelText(body));
 }
 
 /** How good a place to cut is; higher is better, ILLEGAL never. */

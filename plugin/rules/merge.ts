@@ -36,7 +36,7 @@ export function outline(text: string): Outline {
   units.unshift("\n");
   if (text !== "" && !text.endsWith("\n")) units.push("\n");
   units.push("\n");
-  const ranks = boundaries({ key: "", rel: "", units });
+  const ranks = boundaries({ key: "", rel: "", units, size: units.length });
   const lines: MarkdownLine[] = [];
   let offset = 0;
   for (let unit = 1; offset < text.length; unit++) {

@@ -164,6 +164,45 @@ describe("plan", () => {
     );
   });
 
+  test("compaction names the most files that fit beside nothing shown (a scan from none up is the reference)", () => {
+    const many = fc
+      .array(fc.record({ body, tier: fc.constant(0) }), { minLength: 1, maxLength: 30 })
+      .map((files) => files.map((file, i) => ({ doc: toDoc(`k${i}`, `${"d".repeat(i % 7)}${i}/AGENTS.md`, file.body), tier: 0 })));
+    fc.assert(
+      fc.property(many, fc.integer({ min: 0, max: 1500 }), (files, budget) => {
+        const items = files.map((file) => ({ ...file, counts: countsOf(file.doc) }));
+        const input = { kind: "compaction" as const, items, frame, budget };
+        const result = planned(input);
+        const bare = (named: number): Plan => ({ decisions: items.map((item) => ({ state: "omitted" as const, totalTokens: sum(item.counts) })), named, empty: false });
+        let fit = -1;
+        while (fit < items.length && cost(input, bare(fit + 1)) <= budget) fit++;
+        if (fit === -1) return expect(result.empty).toBe(true);
+        const left = result.decisions.filter((decision) => decision.state === "omitted").length;
+        expect(result.named).toBe(Math.min(fit, left));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  test("a compaction copy of 2,000 files frames less than one list naming them all, and makes units only for what it weighs", () => {
+    const asked = new Set<number>();
+    const items = Array.from({ length: 2000 }, (_, i) => {
+      const made = toDoc(`k${i}`, `packages/p${i}/src/AGENTS.md`, `rule ${i}: keep it\n`.repeat(20));
+      // A doc whose units say when they are asked for (compose's docs make them on demand).
+      const doc: Doc = { key: made.key, rel: made.rel, size: made.size, get units() { asked.add(i); return made.units; } };
+      return { doc, tier: 0, counts: countsOf(made) };
+    });
+    let framed = 0; // of the lists of files left out
+    const counting = (text: string) => ((framed += text.startsWith("[not included") ? text.length : 0), frame(text));
+    const result = planned({ kind: "compaction", items, frame: counting, budget: 1000 });
+    const shown = result.decisions.flatMap((decision, i) => (decision.state === "omitted" ? [] : [i]));
+    expect(result.named).toBeGreaterThan(0);
+    // Units only of the files shown and of the first that is not (compaction weighs a cut of that one only).
+    expect([...asked].filter((i) => !shown.includes(i)).length).toBeLessThanOrEqual(1);
+    const everyName = items.map(({ doc }) => `${doc.rel} (100 tokens)`).join(", ");
+    expect(framed).toBeLessThan(everyName.length);
+  });
+
   test("asks for no counts when upper bounds prove everything fits", () => {
     const items = [{ doc: toDoc("a", "AGENTS.md", "rule\n".repeat(50)), tier: 0 }];
     expect("need" in plan({ kind: "system", items, frame, budget: 1000 })).toBe(false);
