@@ -62,10 +62,10 @@ export interface Mode {
 
 /** The hierarchy after the rules: what loads, in the budget's order, with the text the model gets. */
 export interface Ruled extends Hierarchy {
+  /** How each file that loads came to be in the session, where that is not `touched` (the default of most). */
   readonly modes: ReadonlyMap<string, Mode>;
   /** Files of the hierarchy left out, and why (explain and records). */
   readonly excluded: ReadonlyMap<string, string>;
-  readonly priorities: ReadonlyMap<string, Priority>;
   /** Real paths of the files imports inlined: checked for changes by the caller. */
   readonly imports: readonly string[];
   /** Files that load and keep an eye on others (`watch:`). */
@@ -78,7 +78,6 @@ export interface Ruled extends Hierarchy {
 
 const NO_MODES: ReadonlyMap<string, Mode> = new Map();
 const NO_REASONS: ReadonlyMap<string, string> = new Map();
-const NO_PRIORITIES: ReadonlyMap<string, Priority> = new Map();
 const NO_WAITING: ReadonlyMap<string, readonly Awaiting[]> = new Map();
 const NOTHING_MERGED: Merged = { bodies: new Map(), dropped: new Map(), notes: new Map() };
 const NOTHING_SCREENED: Screened = { touched: new Set(), waiting: new Map() };
@@ -102,20 +101,25 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
     context.always.size === 0 &&
     context.attached.size === 0 &&
     hierarchy.files.every((file) => readContract(file.frontmatter) === DEFAULT_CONTRACT && !hasImports(file) && overrideNote(file, context) === undefined);
-  if (plain) return { ...hierarchy, modes: NO_MODES, excluded: NO_REASONS, priorities: NO_PRIORITIES, imports: [], watchers: [], awaiting: NO_WAITING, screened: NOTHING_SCREENED };
+  if (plain) return { ...hierarchy, modes: NO_MODES, excluded: NO_REASONS, imports: [], watchers: [], awaiting: NO_WAITING, screened: NOTHING_SCREENED };
+  // This runs for every file of a session's hierarchy whenever its files change (each new directory
+  // of a 2,000-directory session): per file, entries of arrays by the file's index, and maps only
+  // for what is not the common case (a mode other than touched, a body that imports changed).
+  const { files: all } = hierarchy;
   const excluded = new Map<string, string>();
   const modes = new Map<string, Mode>();
-  const priorities = new Map<string, Priority>();
-  const kept = new Set<string>();
+  const kept = new Uint8Array(all.length);
   const awaiting: Awaiting[] = [];
-  const judged = hierarchy.files.map((file) => {
-    const contract = readContract(file.frontmatter);
-    const why = exclusion(file, contract, context);
-    return { file, contract, why, waiting: why === undefined ? waitingFor(file, contract, hierarchy, context) : undefined };
+  const contracts = all.map((file) => readContract(file.frontmatter));
+  const exclusions = all.map((file, i) => exclusion(file, contracts[i]!, context));
+  const waitingItems: Awaiting[] = [];
+  const waitingAt: (Awaiting | undefined)[] = all.map((file, i) => {
+    const waiting = exclusions[i] === undefined ? waitingFor(file, contracts[i]!, hierarchy, context) : undefined;
+    if (waiting !== undefined) waitingItems.push(waiting);
+    return waiting;
   });
   // Which waiting files a touched file matches: each touched file asks the directories above it (a
   // few lookups), not each waiting file every touched file (2,000 x 4,000 in a large session).
-  const waitingItems = judged.flatMap((item) => (item.waiting === undefined ? [] : [item.waiting]));
   const waiting = byBase(waitingItems);
   const { screened } = context;
   const waitingSince = screened === undefined ? waiting : byBase(waitingItems.filter((item) => screened.waiting.get(item.file) !== item.base));
@@ -124,59 +128,74 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
     if (against.size > 0) for (const hit of awaitedBy(against, path, context.worktree, context.matched)) context.matched.add(hit.file.path);
   }
   const nowScreened: Screened = { touched: new Set(context.touchedFiles), waiting: new Map(waitingItems.map((item) => [item.file, item.base])) };
-  for (const { file, contract, why: excludedWhy, waiting } of judged) {
-    const stillWaiting = waiting !== undefined && !context.matched.has(file.path);
-    const why = excludedWhy ?? (stillWaiting ? waitingReason(contract) : undefined);
+  all.forEach((file, i) => {
+    const waitingHere = waitingAt[i];
+    const stillWaiting = waitingHere !== undefined && !context.matched.has(file.path);
+    const why = exclusions[i] ?? (stillWaiting ? waitingReason(contracts[i]!) : undefined);
     if (why !== undefined) {
       excluded.set(file.path, why);
-      if (stillWaiting) awaiting.push(waiting);
-      continue;
+      if (stillWaiting) awaiting.push(waitingHere);
+      return;
     }
-    kept.add(file.path);
-    priorities.set(file.path, contract.priority);
-    const score = context.attached.get(file.path);
-    modes.set(file.path, modeOf(file, contract, hierarchy, context, score));
-  }
-  // Merging goes down the chains as they load (an override's ancestors it replaces are left out);
-  // when every file that loads appends (the common case), there is nothing to merge.
-  const merging = judged.some(({ file, contract }) => contract.merge !== "append" && kept.has(file.path));
-  const bodies = new Map<string, string>();
+    kept[i] = 1;
+    const mode = modeOf(file, contracts[i]!, hierarchy, context, context.attached.get(file.path));
+    if (mode !== MODES.touched) modes.set(file.path, mode);
+  });
   const imports = new Set<string>();
   // Each file once in the block: a context file of the hierarchy, or a file imported already, stays
   // an import line. Made at the first file that imports (most hierarchies have none).
   let seen: Set<string> | undefined;
-  const seenSoFar = () => (seen ??= new Set(hierarchy.files.map((file) => file.path)));
-  for (const file of hierarchy.files) if (kept.has(file.path)) bodies.set(file.path, withImports(file, context, imports, seenSoFar));
+  const seenSoFar = () => (seen ??= new Set(all.map((file) => file.path)));
+  // Bodies imports changed (most files have none: theirs is their own).
+  const imported = new Map<string, string>();
+  all.forEach((file, i) => {
+    if (kept[i] === 0) return;
+    const body = withImports(file, context, imports, seenSoFar);
+    if (body !== file.body) imported.set(file.path, body);
+  });
+  const bodyOf = (file: FileVersion) => imported.get(file.path) ?? file.body;
+  // Merging goes down the chains as they load (an override's ancestors it replaces are left out);
+  // when every file that loads appends (the common case), there is nothing to merge.
+  const merging = all.some((_, i) => kept[i] === 1 && contracts[i]!.merge !== "append");
+  const indexOf = merging ? new Map(all.map((file, i) => [file.path, i])) : undefined;
+  const loads = (file: FileVersion) => kept[indexOf!.get(file.path)!] === 1;
   const merged = merging
-    ? mergeChains(hierarchy.chains.map((chain) => chain.filter((file) => kept.has(file.path)).map((file): MergeFile => ({ key: file.path, rel: file.rel, body: bodies.get(file.path)!, merge: readContract(file.frontmatter).merge }))))
+    ? mergeChains(hierarchy.chains.map((chain) => chain.filter(loads).map((file): MergeFile => ({ key: file.path, rel: file.rel, body: bodyOf(file), merge: readContract(file.frontmatter).merge }))))
     : NOTHING_MERGED;
   for (const [path, by] of merged.dropped) {
-    kept.delete(path);
+    kept[indexOf!.get(path)!] = 0;
     excluded.set(path, `overridden by ${by.join(", ")}`);
     modes.delete(path);
   }
-  const order: { file: FileVersion; tier: number }[] = [];
-  hierarchy.files.forEach((file, i) => {
-    if (!kept.has(file.path)) return;
-    const body = merged.bodies.get(file.path) ?? bodies.get(file.path)!;
+  const files: FileVersion[] = [];
+  const tiers: number[] = [];
+  let reordered = false;
+  all.forEach((file, i) => {
+    if (kept[i] === 0) return;
+    const body = merged.bodies.get(file.path) ?? bodyOf(file);
     const override = overrideNote(file, context);
     const mergeNotes = merged.notes.get(file.path);
     // Most files have no note: no array is made for them (this runs for every file at every new touch).
     const notes = override === undefined ? mergeNotes : [override, ...(mergeNotes ?? [])];
     const text = notes === undefined || notes.length === 0 ? body : `${notes.map((note) => `[${note}]`).join("\n")}\n\n${body}`;
-    const priority = priorities.get(file.path)!;
-    order.push({ file: derive(file, text), tier: priority === "normal" ? hierarchy.tiers[i]! : TIER_OF[priority] });
+    const { priority } = contracts[i]!;
+    const tier = priority === "normal" ? hierarchy.tiers[i]! : TIER_OF[priority];
+    reordered ||= tiers.length > 0 && tier < tiers[tiers.length - 1]!;
+    files.push(derive(file, text));
+    tiers.push(tier);
   });
-  // Stable: equal tiers keep the hierarchy's closest-first order.
-  order.sort((a, b) => a.tier - b.tier);
-  const files = order.map((item) => item.file);
+  if (reordered) {
+    // Stable: equal tiers keep the hierarchy's closest-first order.
+    const order = files.map((file, i) => ({ file, tier: tiers[i]! })).sort((a, b) => a.tier - b.tier);
+    order.forEach(({ file, tier }, i) => ([files[i], tiers[i]] = [file, tier]));
+  }
   const byPath = new Map<string, FileVersion>();
   for (const file of files) byPath.set(file.path, file);
   // The first file of a directory in priority order is the one that applies to it.
   const byDir = new Map<string, FileVersion>();
   for (let i = files.length - 1; i >= 0; i--) byDir.set(files[i]!.dir, files[i]!);
   const watchers = files.filter((file) => readContract(file.frontmatter).watch.length > 0);
-  return { ...hierarchy, files, tiers: order.map((item) => item.tier), byPath, byDir, modes, excluded, priorities, imports: [...imports], watchers, awaiting: byBase(awaiting), screened: nowScreened };
+  return { ...hierarchy, files, tiers, byPath, byDir, modes, excluded, imports: [...imports], watchers, awaiting: byBase(awaiting), screened: nowScreened };
 }
 
 /** Why a file waiting for its `paths:` is left out: one string per contract (said for each such file at every new touch). */
