@@ -656,6 +656,9 @@ export class FileStore {
     }
   }
 
+  /** Every inotify watch's listener (one function, not one per directory). */
+  private readonly onDirEvent = (dir: string, name: string): void => this.onEvent(dir, name);
+
   private onEvent(dir: string, filename: string | Buffer | null): void {
     if (this.disposed) return;
     if (filename === null) return this.markDirty(dir);
@@ -715,7 +718,7 @@ export class FileStore {
     // fs.watch follows a symlink: only a real directory inside the worktree is watched.
     if (!isInside(dir, this.realRoot) || !isRealDirectory(dir)) return false;
     try {
-      entry.handle = this.inotify?.watch(dir, (name) => this.onEvent(dir, name)) ?? this.fsWatch(dir, entry);
+      entry.handle = this.inotify?.watch(dir, this.onDirEvent) ?? this.fsWatch(dir, entry);
       this.activeWatches++;
       this.unwatched.delete(dir);
       // Changes between the record's read and this watch produced no event: one check is owed.
