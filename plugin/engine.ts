@@ -654,11 +654,9 @@ export class Engine {
       const last = session.recordMemo;
       // Exact counts that arrived since (a compaction copy, an explain) change the tokens the entries show.
       const counts = countsRevision();
-      let files = last !== undefined && last.counts === counts && (last.snapshot === snapshot || sameSnapshot(last.snapshot, snapshot)) ? last.files : undefined;
-      if (files === undefined) files = `[${snapshot.map((file) => describeJson(file, delivery, session.recordEntries)).join(",")}]`;
+      const files = last !== undefined && last.counts === counts && (last.snapshot === snapshot || sameSnapshot(last.snapshot, snapshot)) ? last.files : snapshot.map((file) => describeJson(file, delivery, session.recordEntries));
       session.recordMemo = { sources, snapshot, counts, files };
-      const head = JSON.stringify(header);
-      return `${head.slice(0, -1)},"files":${files}}`;
+      return { open: `${JSON.stringify(header).slice(0, -1)},"files":[`, items: files, close: "]}" };
     });
   }
 

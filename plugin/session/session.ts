@@ -95,7 +95,7 @@ export class Session {
   /** Bytes of the session's steering file already applied. */
   steerOffset = 0;
   /** The last record's file list, and what it was made from: a step that changed nothing writes it again as is. */
-  recordMemo: { readonly sources: readonly unknown[]; readonly snapshot: readonly FileSnapshot[]; readonly counts: number; readonly files: string } | undefined;
+  recordMemo: { readonly sources: readonly unknown[]; readonly snapshot: readonly FileSnapshot[]; readonly counts: number; readonly files: readonly string[] } | undefined;
   /** Each file's last record entry (see describeJson). */
   readonly recordEntries: EntryMemo = new WeakMap();
 

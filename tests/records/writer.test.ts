@@ -38,6 +38,22 @@ describe("RecordsWriter", () => {
     expect(statSync(dir).mode & 0o777).toBe(0o700);
   });
 
+  test("property: a line given in parts is written as the same bytes as the joined line (any text: non-ASCII, lone surrogates)", async () => {
+    const text = fc.string({ unit: fc.oneof(fc.constantFrom("a", ",", "\\", '"', "é", "\u2028", "😀", "\ud83d", "\ude00"), fc.string({ unit: "binary", minLength: 1, maxLength: 1 })), maxLength: 12 });
+    await fc.assert(
+      fc.asyncProperty(text, fc.array(text, { maxLength: 6 }), text, async (open, items, close) => {
+        const dir = recordsDir();
+        const writer = new RecordsWriter(dir, recordingLogger());
+        writer.append("ses_parts", () => ({ open, items, close }));
+        writer.append("ses_parts", () => `${open}${items.join(",")}${close}`);
+        await writer.flush();
+        const line = `${open}${items.join(",")}${close}\n`;
+        expect(readFileSync(recordsPath(dir, "ses_parts"))).toEqual(Buffer.from(line + line));
+      }),
+      { numRuns: 60 },
+    );
+  });
+
   test("property: whatever the line sizes and flushes, each file stays within the bound and keeps the latest lines in order", async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(fc.record({ bytes: fc.integer({ min: 30, max: MAX_RECORDS_BYTES }), flush: fc.boolean() }), { minLength: 1, maxLength: 12 }), async (lines) => {
