@@ -225,11 +225,17 @@ export class FileStore {
     this.inotify = options.watch && options.events !== "fs.watch" ? Inotify.acquire(this.inotifyUser) : undefined;
     this.quietMs = this.inotify === undefined ? QUIET_MS : 0;
     // An evicted version must not live on in a cached chain, or the bound would be a fiction.
-    this.records = new RecordCache<Record_>(options.maxCacheBytes ?? DEFAULT_CACHE_BYTES, sizeOf, (dir) => {
-      this.verifiedAt.delete(dir);
-      this.alwaysDue.delete(dir);
-      this.dropChainsThrough(dir);
-    });
+    this.records = new RecordCache<Record_>(
+      options.maxCacheBytes ?? DEFAULT_CACHE_BYTES,
+      sizeOf,
+      (dir) => {
+        this.verifiedAt.delete(dir);
+        this.alwaysDue.delete(dir);
+        this.dropChainsThrough(dir);
+      },
+      // Held directories: pinned from hold (its first ref) to letGo (its last).
+      (dir) => (this.watched.get(dir)?.refs ?? 0) > 0,
+    );
     this.starts = lruCache<string, Start>(MAX_STARTS, { disposeAfter: (start) => start.missing !== undefined && this.forgetMissing(start.missing) });
   }
 

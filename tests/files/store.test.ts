@@ -531,6 +531,23 @@ describe("watches and memory", () => {
     expect(store.recordOf(join(root, "d199"))?.file?.body.startsWith("199\n")).toBe(true);
   });
 
+  test("a held directory's record is kept past maxCacheBytes until its session lets go", async () => {
+    const root = scratch.dir();
+    const files: Record<string, string> = { "held/AGENTS.md": `held\n${"x".repeat(4000)}` };
+    for (let i = 0; i < 100; i++) files[`d${i}/AGENTS.md`] = `${i}\n${"x".repeat(4000)}`;
+    scratch.write(root, files);
+    const store = scratch.store(root, { maxCacheBytes: 64 * 1024 });
+    const held = join(root, "held");
+    store.retain("s", [held]);
+    await store.chainOf(held);
+    for (let i = 0; i < 50; i++) await store.chainOf(join(root, `d${i}`));
+    expect(store.recordOf(held)?.file?.body.startsWith("held\n")).toBe(true);
+    store.release("s");
+    for (let i = 50; i < 100; i++) await store.chainOf(join(root, `d${i}`));
+    expect(store.recordOf(held)).toBeUndefined();
+    expect(store.stats.bytes).toBeLessThanOrEqual(64 * 1024);
+  });
+
   for (const events of ["inotify", "fs.watch"] as const) test(`dispose leaves no watch and no temp directory (events: ${events}; inotify makes none)`, async () => {
     const sentinels = () => readdirSync(tmpdir()).filter((name) => name.startsWith("opencode-project-context-"));
     const before = sentinels();
