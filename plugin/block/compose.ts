@@ -2,7 +2,7 @@ import type { FileVersion } from "../files/contained.ts";
 import { lruCache } from "../lru.ts";
 import type { Logger } from "../log.ts";
 import { unitsOf, type Doc } from "./doc.ts";
-import { plan, type BlockKind, type PlanItem } from "./plan.ts";
+import { headCost, plan, type BlockKind, type PlanItem } from "./plan.ts";
 import { renderPieces, renderedEntries, sectionHead, WHOLE_TAIL, type RenderedEntry } from "./render.ts";
 import { countUnits, textBound, unitBound } from "./tokens.ts";
 
@@ -108,12 +108,14 @@ export async function compose(
       const known = counts.get(file);
       return known === undefined ? { doc, tier, bound: boundOf(file) } : { doc, tier, counts: known };
     });
+  // The heads of files new to blocks are framed in slices, before the plan asks for all of them in one task.
+  await inSlices(items, ({ file }) => headCost(docOf(file), false, textBound));
   for (;;) {
     const input = { kind, items: planItems(), budget, frame: textBound, ...extras };
     const result = plan(input);
     if ("need" in result) {
       try {
-        await Promise.all(result.need.map(countsOf));
+        await countAll(result.need);
       } catch (error) {
         log.once(`count:${String(error)}`, "error", `could not count tokens, so no ${kind} block this time: ${String(error)}`);
         return { text: "", tokens: 0, entries: [], failed: true };
@@ -165,6 +167,36 @@ function contentTokens(item: PlanItem, units: number): number {
   let tokens = 0;
   for (let i = 0; i < units; i++) tokens += item.counts?.[i] ?? unitBound(item.doc.units[i]!);
   return tokens;
+}
+
+/** A slice of work on many files (framing heads, asking for counts): past it, the rest waits for a turn of the event loop. */
+const SLICE_MS = 4;
+
+/** `each` of `items`, in slices of the event loop: a block of 2,000 files must not hold the loop while it prepares them. */
+async function inSlices<T>(items: readonly T[], each: (item: T) => void): Promise<void> {
+  let sliceStart = performance.now();
+  for (const item of items) {
+    if (performance.now() - sliceStart > SLICE_MS) {
+      await new Promise((resolve) => setImmediate(resolve));
+      sliceStart = performance.now();
+    }
+    each(item);
+  }
+}
+
+/**
+ * Exact counts of `docs`, asked for in slices: a compaction copy of 2,000 files makes the units of
+ * every doc without counts again and sends them.
+ */
+async function countAll(docs: readonly Doc[]): Promise<void> {
+  const waits: Promise<Int32Array>[] = [];
+  await inSlices(docs, (doc) => {
+    const counted = countsOf(doc);
+    // Handled now, rejected later through Promise.all: a failure while a slice waits is no unhandled rejection.
+    counted.catch(() => undefined);
+    waits.push(counted);
+  });
+  await Promise.all(waits);
 }
 
 function countsOf(doc: Doc): Promise<Int32Array> {

@@ -1,6 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { compose } from "../../plugin/block/compose.ts";
+import { disposeTokens, tokenStats } from "../../plugin/block/tokens.ts";
+import type { FileVersion } from "../../plugin/files/contained.ts";
 import { recordingLogger } from "../files/helpers.ts";
 
 describe("a block with no file", () => {
@@ -26,5 +28,29 @@ describe("a block with no file", () => {
       ),
       { numRuns: 300 },
     );
+  });
+});
+
+describe("exact counts asked for in slices", () => {
+  /** A context file version as the store makes them (the text is what matters here). */
+  const version = (i: number, body: string): FileVersion =>
+    Object.freeze({ path: `/w/p${i}/AGENTS.md`, dir: `/w/p${i}`, rel: `p${i}/AGENTS.md`, raw: body, body, frontmatter: {}, root: false, sha256: `sha${i}`, size: body.length, truncated: false, mtimeMs: 0 });
+
+  test("a counter that dies while 800 files are asked for: no block this time, said once, and nothing unhandled", async () => {
+    await disposeTokens();
+    const words = ["keep", "tests", "green", "module", "imports", "sorted", "before", "commit"];
+    const items = Array.from({ length: 800 }, (_, i) => {
+      const lines = Array.from({ length: 120 }, (_, j) => `- ${words[(i + j) % 8]} rule ${i}.${j} ${Math.random().toString(36).slice(2)}\n`);
+      return { file: version(i, lines.join("")), tier: 0 };
+    });
+    const log = recordingLogger();
+    const composing = compose("compaction", items, 1000, log);
+    for (const until = performance.now() + 5000; tokenStats().pid === undefined && performance.now() < until; ) await new Promise((resolve) => setTimeout(resolve, 1));
+    process.kill(tokenStats().pid!, "SIGKILL");
+    const composed = await composing;
+    expect(composed).toMatchObject({ text: "", failed: true });
+    expect(log.lines.filter((line) => line.message.includes("could not count tokens"))).toHaveLength(1);
+    // Counts asked for after the kill started a new counter: let go of it (other files expect none).
+    await disposeTokens();
   });
 });

@@ -203,6 +203,20 @@ describe("plan", () => {
     expect(framed).toBeLessThan(everyName.length);
   });
 
+  test("a doc's head is framed once for a counter: a second plan of the same docs frames none", () => {
+    const items = Array.from({ length: 50 }, (_, i) => {
+      const doc = toDoc(`k${i}`, `p${i}/AGENTS.md`, `rule ${i}\n`.repeat(30));
+      return { doc, tier: i % 3, counts: countsOf(doc) };
+    });
+    const heads = new Set(items.map(({ doc }) => sectionHead(doc.rel, false)));
+    let framedHeads = 0;
+    const counting = (text: string) => ((framedHeads += heads.has(text) ? 1 : 0), frame(text));
+    const first = planned({ kind: "system", items, frame: counting, budget: 600 });
+    expect(framedHeads).toBe(50);
+    expect(planned({ kind: "system", items, frame: counting, budget: 600 })).toEqual(first);
+    expect(framedHeads).toBe(50);
+  });
+
   test("asks for no counts when upper bounds prove everything fits", () => {
     const items = [{ doc: toDoc("a", "AGENTS.md", "rule\n".repeat(50)), tier: 0 }];
     expect("need" in plan({ kind: "system", items, frame, budget: 1000 })).toBe(false);
