@@ -249,6 +249,7 @@ ${rss?.compaction ? `
 Then (after its RSS is read) each run hands that 2,000-directory session's compaction copy (\`compactionTokens\` 1,000) to the
 summarizer twice; no target, the hook's time and the largest event-loop stall while it ran (first: waiting for exact
 counts of every file; second: with them), per run:
+
 ${table(["first ms", "first stall ms", "second ms", "second stall ms", "chars"], rssRuns.map(({ compaction: [a, b] }) => [f(a.ms, 1), f(a.stallMs, 1), f(b.ms, 1), f(b.stallMs, 1), String(b.chars)]))}` : ""}
 
 ## Delivery modes: freshness and the 60-step session (1,000-file repo)
