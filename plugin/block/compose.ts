@@ -109,7 +109,9 @@ export async function compose(
       return known === undefined ? { doc, tier, bound: boundOf(file) } : { doc, tier, counts: known };
     });
   // The heads of files new to blocks are framed in slices, before the plan asks for all of them in one task.
-  await inSlices(items, ({ file }) => headCost(docOf(file), false, textBound));
+  await inSlices(items, ({ file }) => {
+    headCost(docOf(file), false, textBound);
+  });
   for (;;) {
     const input = { kind, items: planItems(), budget, frame: textBound, ...extras };
     const result = plan(input);
@@ -172,15 +174,18 @@ function contentTokens(item: PlanItem, units: number): number {
 /** A slice of work on many files (framing heads, asking for counts): past it, the rest waits for a turn of the event loop. */
 const SLICE_MS = 4;
 
-/** `each` of `items`, in slices of the event loop: a block of 2,000 files must not hold the loop while it prepares them. */
-async function inSlices<T>(items: readonly T[], each: (item: T) => void): Promise<void> {
+/**
+ * `each` of `items` (until one returns false), in slices of the event loop: a block of 2,000 files
+ * must not hold the loop while it prepares them.
+ */
+async function inSlices<T>(items: readonly T[], each: (item: T) => boolean | void): Promise<void> {
   let sliceStart = performance.now();
   for (const item of items) {
     if (performance.now() - sliceStart > SLICE_MS) {
       await new Promise((resolve) => setImmediate(resolve));
       sliceStart = performance.now();
     }
-    each(item);
+    if (each(item) === false) return;
   }
 }
 
@@ -190,11 +195,14 @@ async function inSlices<T>(items: readonly T[], each: (item: T) => void): Promis
  */
 async function countAll(docs: readonly Doc[]): Promise<void> {
   const waits: Promise<Int32Array>[] = [];
+  let failed = false;
   await inSlices(docs, (doc) => {
     const counted = countsOf(doc);
-    // Handled now, rejected later through Promise.all: a failure while a slice waits is no unhandled rejection.
-    counted.catch(() => undefined);
+    // Handled now (rejected later through Promise.all): a failure while a slice waits is no
+    // unhandled rejection, and no more is asked of a counter that failed (each ask would start one).
+    counted.catch(() => (failed = true));
     waits.push(counted);
+    return !failed;
   });
   await Promise.all(waits);
 }

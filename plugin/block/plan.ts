@@ -248,6 +248,10 @@ function planExactly(input: PlanInput, fixed: number, heads: readonly number[], 
       if (fits(mid)) low = mid;
       else high = mid - 1;
     }
+    // Naming every file drops the list's "and 1 more file (N tokens)": it can cost less than naming
+    // all but one, so it is tried too when the list would be at most about twice one tried already.
+    // (Far longer lists cost more than that one entry saves: each name costs a token at least.)
+    if (low < mostNamed && mostNamed <= 2 * (low + 1) + 16 && fits(mostNamed)) low = mostNamed;
     if (named !== low) fits(low);
     return true;
   };

@@ -164,7 +164,7 @@ describe("plan", () => {
     );
   });
 
-  test("compaction names the most files that fit beside nothing shown (a scan from none up is the reference)", () => {
+  test("compaction names the most files that fit beside nothing shown (every file, else a scan from none up, is the reference)", () => {
     const many = fc
       .array(fc.record({ body, tier: fc.constant(0) }), { minLength: 1, maxLength: 30 })
       .map((files) => files.map((file, i) => ({ doc: toDoc(`k${i}`, `${"d".repeat(i % 7)}${i}/AGENTS.md`, file.body), tier: 0 })));
@@ -174,14 +174,25 @@ describe("plan", () => {
         const input = { kind: "compaction" as const, items, frame, budget };
         const result = planned(input);
         const bare = (named: number): Plan => ({ decisions: items.map((item) => ({ state: "omitted" as const, totalTokens: sum(item.counts) })), named, empty: false });
+        // As before 0.3.7: every file named when that fits (it drops the "and 1 more" entry, so it can
+        // cost less than naming all but one), else the most that fit counting up from none.
         let fit = -1;
-        while (fit < items.length && cost(input, bare(fit + 1)) <= budget) fit++;
+        if (cost(input, bare(items.length)) <= budget) fit = items.length;
+        else while (fit < items.length && cost(input, bare(fit + 1)) <= budget) fit++;
         if (fit === -1) return expect(result.empty).toBe(true);
         const left = result.decisions.filter((decision) => decision.state === "omitted").length;
         expect(result.named).toBe(Math.min(fit, left));
       }),
       { numRuns: 300 },
     );
+  });
+
+  test("naming every file can cost less than naming all but one: two short paths at budgets 70-73 are both named", () => {
+    const items = ["a", "b"].map((rel) => {
+      const doc = toDoc(rel, rel, "x".repeat(401));
+      return { doc, tier: 0, counts: countsOf(doc) };
+    });
+    for (let budget = 70; budget <= 73; budget++) expect(planned({ kind: "compaction", items, frame, budget }).named).toBe(2);
   });
 
   test("a compaction copy of 2,000 files frames less than one list naming them all, and makes units only for what it weighs", () => {
