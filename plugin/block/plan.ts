@@ -229,7 +229,9 @@ function planExactly(input: PlanInput, fixed: number, heads: readonly number[], 
    * names about 11 times; one at a time before that was quadratic, 2 s at 2,000 files.)
    */
   const fitNames = () => {
-    if (named === mostNamed && used() <= budget) return true;
+    // A block's list as planned names the most it may: known not to fit when this goes on.
+    const triedMost = named === mostNamed;
+    if (triedMost && used() <= budget) return true;
     const fits = (n: number) => {
       named = n;
       list = listCost();
@@ -251,7 +253,7 @@ function planExactly(input: PlanInput, fixed: number, heads: readonly number[], 
     // Naming every file drops the list's "and 1 more file (N tokens)": it can cost less than naming
     // all but one, so it is tried too when the list would be at most about twice one tried already.
     // (Far longer lists cost more than that one entry saves: each name costs a token at least.)
-    if (low < mostNamed && mostNamed <= 2 * (low + 1) + 16 && fits(mostNamed)) low = mostNamed;
+    if (!triedMost && low < mostNamed && mostNamed <= 2 * (low + 1) + 16 && fits(mostNamed)) low = mostNamed;
     if (named !== low) fits(low);
     return true;
   };
