@@ -140,8 +140,6 @@ interface Counted {
   readonly layout: Layout;
   /** `prefix[k]`: exact tokens of units [0, k). */
   readonly prefix: Float64Array;
-  readonly head: number;
-  readonly whole: number;
   readonly tails: Map<number, number>;
 }
 
@@ -159,7 +157,7 @@ function planExactly(input: PlanInput, fixed: number, heads: readonly number[], 
       const { doc, counts } = items[i]!;
       const prefix = new Float64Array(counts!.length + 1);
       counts!.forEach((count, k) => (prefix[k + 1] = prefix[k]! + count));
-      docs[i] = known = { doc, layout: layout(doc), prefix, head: heads[i]!, whole: wholes[i]!, tails: new Map() };
+      docs[i] = known = { doc, layout: layout(doc), prefix, tails: new Map() };
     }
     return known;
   };
@@ -175,7 +173,7 @@ function planExactly(input: PlanInput, fixed: number, heads: readonly number[], 
       tail = frame(cutTail(d.doc.rel, total(i) - d.prefix[k]!, d.layout.lines[k]!, d.doc.units[k - 1]!.endsWith("\n")));
       d.tails.set(k, tail);
     }
-    return d.head + d.prefix[k]! + tail;
+    return heads[i]! + d.prefix[k]! + tail;
   };
 
   // The state: kept[i] is OMITTED, a cut (units kept) or size(i) (whole); the block's cost follows it.
@@ -205,7 +203,7 @@ function planExactly(input: PlanInput, fixed: number, heads: readonly number[], 
   const best = (i: number, limit: number): number => {
     if (wholes[i]! <= limit) return size(i);
     const d = counted(i);
-    let k = d.layout.previousLegal[Math.min(size(i) - 1, lastAtMost(d.prefix, limit - d.head))] ?? 0;
+    let k = d.layout.previousLegal[Math.min(size(i) - 1, lastAtMost(d.prefix, limit - heads[i]!))] ?? 0;
     // Costs only grow with k apart from the note's digits: step back until the note fits too.
     for (; k >= 1; k = d.layout.previousLegal[k - 1]!) if (cost(i, k) <= limit) return k;
     return OMITTED;
