@@ -19,6 +19,7 @@ import type { Logger } from "./log.ts";
 import { isInside, realPathOr, relativePosix, statPrint } from "./paths.ts";
 import { contextNamesOf, NearIgnores, readIgnoreBasis, type IgnoreBasisResult } from "./files/worktree-index.ts";
 import type { ResolvedOptions } from "./options.ts";
+import { nextTurn } from "./turns.ts";
 import { applyRules, awaitedBy, CRITICAL_TIER, hasImports, type Ruled } from "./rules/apply.ts";
 import type { Catalog } from "./rules/catalog.ts";
 import { appliesToAgent, describeProblem, matchesWatch, readContract, type Contract } from "./rules/contract.ts";
@@ -774,7 +775,7 @@ export class Engine {
     this.wakeQuiet?.();
     await this.catalogReady;
     // Not in the task that finished the catalog: the step's own work runs in a task of its own.
-    await new Promise<void>((resolve) => setTimeout(resolve, 0));
+    await nextTurn();
   }
 
   private async readHierarchy(session: Session, ordered: boolean, since: number): Promise<Hierarchy> {

@@ -12,6 +12,7 @@ import { createToolBefore } from "./hooks/tool-before.ts";
 import { warmBound } from "./block/tokens.ts";
 import { WARM_FRONTMATTER } from "./files/frontmatter.ts";
 import { preload } from "./libraries.ts";
+import { nextTurn } from "./turns.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { resolveOptions } from "./options.ts";
 import { VERSION } from "./version.ts";
@@ -75,7 +76,7 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
 async function warmUp(log: Logger): Promise<void> {
   await preload(WARM_FRONTMATTER, warn(log));
   // Settled in a task of its own: a step waiting for this must not run in the last load's task.
-  await new Promise<void>((resolve) => setTimeout(resolve, 0));
+  await nextTurn();
 }
 
 const warn = (log: Logger) => (message: string) => log.log("warn", message);

@@ -1,4 +1,5 @@
 import { createRequire } from "node:module";
+import { nextTurn } from "./turns.ts";
 
 /**
  * Libraries only some paths need, loaded at their first use rather than with the plugin's module
@@ -33,13 +34,12 @@ export function requireFrom(...chain: string[]): NodeJS.Require {
 }
 
 /**
- * Runs each of `loads` in an event-loop task of its own (a timer: Bun runs immediates queued by an
- * immediate in the same turn), so that none holds the loop long; a failure is logged, and that
+ * Runs each of `loads` in an event-loop task of its own, so that none holds the loop long; a failure is logged, and that
  * library loads at its first use instead.
  */
 export async function preload(loads: readonly (() => unknown)[], warn: (message: string) => void): Promise<void> {
   for (const load of loads) {
-    await new Promise<void>((resolve) => setTimeout(resolve, 0));
+    await nextTurn();
     try {
       load();
     } catch (error) {

@@ -5,6 +5,7 @@ import { unitsOf, type Doc } from "./doc.ts";
 import { headCost, plan, type BlockKind, type PlanItem } from "./plan.ts";
 import { renderPieces, renderedEntries, sectionHead, WHOLE_TAIL, type RenderedEntry } from "./render.ts";
 import { countUnits, textBound, unitBound } from "./tokens.ts";
+import { inSlices } from "../turns.ts";
 
 export type { BlockKind } from "./plan.ts";
 
@@ -102,16 +103,21 @@ export async function compose(
   log: Logger,
   extras: ComposeExtras = {},
 ): Promise<Composed> {
+  // What a plan needs of each file (its doc, its head's cost, its bound until exact counts are known)
+  // is made in slices of the event loop: a block of 2,000 files new to blocks must not make it all in one task.
+  const docs: Doc[] = [];
+  await inSlices(items, SLICE_MS, ({ file }) => {
+    const doc = docOf(file);
+    headCost(doc, false, textBound);
+    if (!counts.has(file)) boundOf(file);
+    docs.push(doc);
+  });
   const planItems = (): PlanItem[] =>
-    items.map(({ file, tier }) => {
-      const doc = docOf(file);
+    items.map(({ file, tier }, i) => {
+      const doc = docs[i]!;
       const known = counts.get(file);
       return known === undefined ? { doc, tier, bound: boundOf(file) } : { doc, tier, counts: known };
     });
-  // The heads of files new to blocks are framed in slices, before the plan asks for all of them in one task.
-  await inSlices(items, ({ file }) => {
-    headCost(docOf(file), false, textBound);
-  });
   for (;;) {
     const input = { kind, items: planItems(), budget, frame: textBound, ...extras };
     const result = plan(input);
@@ -171,23 +177,8 @@ function contentTokens(item: PlanItem, units: number): number {
   return tokens;
 }
 
-/** A slice of work on many files (framing heads, asking for counts): past it, the rest waits for a turn of the event loop. */
+/** A slice of work on many files (docs, heads, bounds, asking for counts): past it, the rest waits for a turn of the event loop. */
 const SLICE_MS = 4;
-
-/**
- * `each` of `items` (until one returns false), in slices of the event loop: a block of 2,000 files
- * must not hold the loop while it prepares them.
- */
-async function inSlices<T>(items: readonly T[], each: (item: T) => boolean | void): Promise<void> {
-  let sliceStart = performance.now();
-  for (const item of items) {
-    if (performance.now() - sliceStart > SLICE_MS) {
-      await new Promise((resolve) => setImmediate(resolve));
-      sliceStart = performance.now();
-    }
-    if (each(item) === false) return;
-  }
-}
 
 /**
  * Exact counts of `docs`, asked for in slices: a compaction copy of 2,000 files makes the units of
@@ -196,7 +187,7 @@ async function inSlices<T>(items: readonly T[], each: (item: T) => boolean | voi
 async function countAll(docs: readonly Doc[]): Promise<void> {
   const waits: Promise<Int32Array>[] = [];
   let failed = false;
-  await inSlices(docs, (doc) => {
+  await inSlices(docs, SLICE_MS, (doc) => {
     const counted = countsOf(doc);
     // Handled now (rejected later through Promise.all): a failure while a slice waits is no
     // unhandled rejection, and no more is asked of a counter that failed (each ask would start one).

@@ -3,6 +3,7 @@ import { homedir } from "node:os";
 import { extname, join, posix, resolve } from "node:path";
 import ignore, { type Ignore } from "ignore";
 import { fsPromises, picomatchFunction } from "../libraries.ts";
+import { inSlices } from "../turns.ts";
 
 export interface IndexOptions {
   /** Real absolute path of the worktree: every path of the index is relative to it. */
@@ -551,14 +552,9 @@ const aboveWorktree = (basis: IgnoreBasis): { dir: string; path: string }[] =>
  * absent one adds nothing. In slices of FILL_SLICE_MS, each in a task of its own: a monorepo has thousands.
  */
 async function addIgnoreFiles(rules: IgnoreRules, files: readonly { dir: string; path: string }[], ignoreCase: boolean, log: Log): Promise<void> {
-  let sliceEnd = performance.now() + FILL_SLICE_MS;
-  for (const file of files) {
-    if (performance.now() > sliceEnd) {
-      await new Promise((resolve) => setTimeout(resolve, 0));
-      sliceEnd = performance.now() + FILL_SLICE_MS;
-    }
+  await inSlices(files, FILL_SLICE_MS, (file) => {
     addIgnoreFile(rules, file.dir, file.path, ignoreCase, log);
-  }
+  });
 }
 
 function addIgnoreFile(rules: IgnoreRules, dir: string, path: string, ignoreCase: boolean, log: Log): void {
@@ -926,14 +922,9 @@ class Index implements WorktreeIndex {
 
   /** Keeps the candidates that may load: judged in slices (each asks the ignore rules of every directory above it). */
   async fill(candidates: readonly Candidate[]): Promise<void> {
-    let sliceEnd = performance.now() + FILL_SLICE_MS;
-    for (const { rel, kind } of candidates) {
-      if (performance.now() > sliceEnd) {
-        await new Promise((resolve) => setTimeout(resolve, 0));
-        sliceEnd = performance.now() + FILL_SLICE_MS;
-      }
+    await inSlices(candidates, FILL_SLICE_MS, ({ rel, kind }) => {
       if (this.loads(rel, kind)) this.loadable.add(rel);
-    }
+    });
     this.sorted = undefined;
   }
 

@@ -6,6 +6,7 @@ import { parseFrontmatter } from "../files/frontmatter.ts";
 import { buildWorktreeIndex, contextNamesOf, type IgnoreBasisResult, type WorktreeIndex } from "../files/worktree-index.ts";
 import type { Logger } from "../log.ts";
 import { relativePosix, statPrint } from "../paths.ts";
+import { nextTurn } from "../turns.ts";
 import { readContract, type Contract } from "./contract.ts";
 import { AgentRanker, headingsOf, type AgentDoc, type Ranked } from "./rank.ts";
 
@@ -92,7 +93,7 @@ export class Catalog {
     const turn = async (): Promise<void> => {
       const latest = performance.now() + MAX_GIVE_WAY_MS;
       for (;;) {
-        await new Promise((resolve) => setTimeout(resolve, 0));
+        await nextTurn();
         const steps = options.giveWay?.();
         if (steps === undefined || performance.now() >= latest) return;
         await Promise.race([steps, new Promise((resolve) => setTimeout(resolve, latest - performance.now()))]);
