@@ -121,13 +121,35 @@ const NEW_DIR_STEPS = 100;
 /** Longer than the catalog's latest start (1 s) plus its build on the 10,000-file tree. */
 const STARTUP_SETTLED_MS = 3000;
 
-async function startup(tree: Tree) {
-  // Ticks of a 1 ms timer with the process's CPU time: a gap between two ticks is a time the event
-  // loop ran nothing; on a shared machine part of a gap can be other processes' turn on the CPU, so
-  // a gap also reports the CPU time this process used in it (a blocked loop burns CPU throughout).
+/**
+ * Ticks of a 1 ms timer with the process's CPU time: a gap between two ticks is a time the event
+ * loop ran nothing; on a shared machine part of a gap can be other processes' turn on the CPU (the
+ * token counter's, loading its tables), so a gap also reports the CPU time this process used in it
+ * (a blocked loop burns CPU throughout). `stall` is the worst gap overlapping [from, to]: the smaller
+ * of the two (`cpu`), or the wall gap.
+ */
+function stallMeter() {
   const ticks: Array<[number, number]> = [];
   const cpuMs = () => Object.values(process.cpuUsage()).reduce((a, b) => a + b) / 1000;
   const timer = setInterval(() => ticks.push([performance.now(), cpuMs()]), 1);
+  return {
+    stop: () => {
+      clearInterval(timer);
+      ticks.push([performance.now(), cpuMs()]);
+    },
+    stall(from: number, to: number, cpu: boolean): number {
+      let worst = 0;
+      for (let i = 1; i < ticks.length; i++) {
+        const [[t1, c1], [t2, c2]] = [ticks[i - 1] as [number, number], ticks[i] as [number, number]];
+        if (t2 > from && t1 < to) worst = Math.max(worst, cpu ? Math.min(t2 - t1, c2 - c1) : t2 - t1);
+      }
+      return worst;
+    },
+  };
+}
+
+async function startup(tree: Tree) {
+  const meter = stallMeter();
   await Bun.sleep(20);
   const [t0, marks, [leafA, leafB, ...others]] = [performance.now(), { imported: 0, created: 0 }, tree.deepLeaves as [number, number, ...number[]]];
   const { session } = await start(tree.root, {}, marks);
@@ -137,19 +159,12 @@ async function startup(tree: Tree) {
   for (const leaf of others.slice(0, 8)) await step(session, [leafCall(tree, leaf)]);
   const tenth = performance.now();
   await Bun.sleep(1500);
-  clearInterval(timer);
+  meter.stop();
   // A never-seen chain once start-up has settled (its background work done): what a session meets in
   // OpenCode, whose first message comes 0.2-1.3 s after the plugin starts.
   const settledLeaf = others[8] as number;
   const settled = await step(session, [leafCall(tree, settledLeaf)]);
-  const stall = (from: number, to: number, cpu: boolean) => {
-    let worst = 0;
-    for (let i = 1; i < ticks.length; i++) {
-      const [[t1, c1], [t2, c2]] = [ticks[i - 1] as [number, number], ticks[i] as [number, number]];
-      if (t2 > from && t1 < to) worst = Math.max(worst, cpu ? Math.min(t2 - t1, c2 - c1) : t2 - t1);
-    }
-    return worst;
-  };
+  const stall = meter.stall;
   const created = marks.created; // ProjectContext(input) is called right then
   return {
     importMs: marks.imported - t0,
@@ -213,16 +228,15 @@ async function rss(tree: Tree, touchedCount: number, control: boolean, baseline:
   return { addedRssMiB: mib(added), childProcessesMiB: mib(children), addedHeapMiB: mib(after.heapUsed - before.heapUsed), rssMiB: mib(after.rss), compaction };
 }
 
-/** The compacting hook's time and the largest gap between ticks of a 1 ms timer while it ran. */
-async function compactionCopy(hooks: Hooks, session: Session): Promise<{ ms: number; stallMs: number; chars: number }> {
+/** The compacting hook's time and the largest stall while it ran (as start-up's: see stallMeter). */
+async function compactionCopy(hooks: Hooks, session: Session): Promise<{ ms: number; stallMs: number; wallGapMs: number; chars: number }> {
   const output = { context: [] as string[] };
-  let [last, stallMs] = [performance.now(), 0];
-  const timer = setInterval(() => ([stallMs, last] = [Math.max(stallMs, performance.now() - last), performance.now()]), 1);
+  const meter = stallMeter();
   const t0 = performance.now();
   await hooks["experimental.session.compacting"]?.({ sessionID: session.id } as never, output as never);
-  const ms = performance.now() - t0;
-  clearInterval(timer);
-  return { ms, stallMs: Math.max(stallMs, performance.now() - last), chars: output.context.join("").length };
+  const t1 = performance.now();
+  meter.stop();
+  return { ms: t1 - t0, stallMs: meter.stall(t0, t1, true), wallGapMs: meter.stall(t0, t1, false), chars: output.context.join("").length };
 }
 
 /** `edits` timed edits of files the session already has, each written just before a step. */
