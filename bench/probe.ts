@@ -223,10 +223,22 @@ async function rss(tree: Tree, touchedCount: number, control: boolean, baseline:
   // Then (its memory already read) the compaction copy of that 2,000-directory session, twice: the
   // first waits for exact counts of every file, the second has them.
   const compaction = control || baseline ? undefined : [await compactionCopy(hooks, session), await compactionCopy(hooks, session)];
+  const deleted = control || baseline ? undefined : await sessionDeleted(hooks, session);
   await hooks.dispose?.();
   const mib = (bytes: number) => bytes / 2 ** 20;
   const added = after.rss + children - before.rss;
-  return { addedRssMiB: mib(added), childProcessesMiB: mib(children), addedHeapMiB: mib(after.heapUsed - before.heapUsed), rssMiB: mib(after.rss), compaction };
+  return { addedRssMiB: mib(added), childProcessesMiB: mib(children), addedHeapMiB: mib(after.heapUsed - before.heapUsed), rssMiB: mib(after.rss), compaction, deleted };
+}
+
+/** `session.deleted` of that session: the hook's time, and the largest stall in the second after it (the store lets go of its directories meanwhile). */
+async function sessionDeleted(hooks: Hooks, session: Session): Promise<{ ms: number; stallMs: number; wallGapMs: number }> {
+  const meter = stallMeter();
+  const t0 = performance.now();
+  await hooks.event?.({ event: { type: "session.deleted", properties: { info: { id: session.id } } } } as never);
+  const t1 = performance.now();
+  await Bun.sleep(1000);
+  meter.stop();
+  return { ms: t1 - t0, stallMs: meter.stall(t0, t0 + 1000, true), wallGapMs: meter.stall(t0, t0 + 1000, false) };
 }
 
 /** The compacting hook's time and the largest stall while it ran (as start-up's: see stallMeter). */

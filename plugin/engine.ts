@@ -138,7 +138,7 @@ export class Engine {
     private readonly basis: Promise<IgnoreBasisResult>,
   ) {
     const { options } = settings;
-    this.sessions = new Sessions(options.maxTouchedDirs, (sessionID) => store.release(sessionID), undefined, (session) => this.pinDefaults(session));
+    this.sessions = new Sessions(options.maxTouchedDirs, (sessionID) => void store.release(sessionID), undefined, (session) => this.pinDefaults(session));
     this.replaces = contextNamesOf(options.fileNames).replaces;
     // Records are written at a quiet moment: a first step met the first one's write (loading
     // node:fs/promises, making the line and the directory) in the turn its chain read waited for.
@@ -670,8 +670,9 @@ export class Engine {
   async dispose(): Promise<void> {
     this.disposed = true;
     this.wakeQuiet?.();
-    this.sessions.clear();
+    // The store first: it closes every watch at once, and the sessions' releases then have nothing to let go of.
     this.store.dispose();
+    this.sessions.clear();
     this.catalog?.dispose();
     await Promise.all([disposeTokens(), this.records?.close()]);
     // After the last records are written (a record's line may ask for a doc).

@@ -5,6 +5,7 @@ import type { LRUCache } from "lru-cache";
 import type { Logger } from "../log.ts";
 import { lruCache } from "../lru.ts";
 import { isInside, realPathOr } from "../paths.ts";
+import { inSlices } from "../turns.ts";
 import { RACY_MS, readContained, type FileVersion, type Skip } from "./contained.ts";
 import { Inotify, type DirWatch, type InotifyUser } from "./inotify.ts";
 import { RecordCache } from "./records.ts";
@@ -319,12 +320,21 @@ export class FileStore {
     }
   }
 
-  /** Lets go of everything `owner` retained (a deleted session); a directory nobody holds is unwatched. */
-  release(owner: string): void {
+  /**
+   * Lets go of everything `owner` retained (a deleted session); a directory nobody holds is unwatched.
+   * In slices: a 2,000-directory session holds about 5,000 directories, and letting go of them (each
+   * unwatched, its record back in the bounded cache, which evicts) held the loop for 43-55 ms in one
+   * task. A directory retained again meanwhile (a session of the same id, another one) keeps its watch:
+   * each retain holds it once more.
+   */
+  release(owner: string): Promise<void> {
     const mine = this.owners.get(owner);
-    if (mine === undefined) return;
+    if (mine === undefined) return RESOLVED;
     this.owners.delete(owner);
-    for (const dir of mine) this.letGo(dir);
+    return inSlices(mine, SLICE_MS, (dir) => {
+      if (this.disposed) return false;
+      this.letGo(dir);
+    });
   }
 
   /**

@@ -502,9 +502,9 @@ describe("watches and memory", () => {
     store.retain("t", [join(root, "a")]);
     await watchesStarted();
     expect(store.stats.watched).toBe(walk.length);
-    store.release("s");
+    await store.release("s");
     expect(store.stats.watched).toBe(1);
-    store.release("t");
+    await store.release("t");
     expect(store.stats).toMatchObject({ watched: 0, owners: 0 });
   });
 
