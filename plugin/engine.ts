@@ -138,7 +138,9 @@ export class Engine {
     private readonly basis: Promise<IgnoreBasisResult>,
   ) {
     const { options } = settings;
-    this.sessions = new Sessions(options.maxTouchedDirs, (sessionID) => void store.release(sessionID), undefined, (session) => this.pinDefaults(session));
+    // A release runs on in later turns of the event loop: what goes wrong there is logged, never unhandled.
+    const release = (sessionID: string) => void store.release(sessionID).catch((error: unknown) => settings.log.log("warn", `letting go of session ${sessionID}'s watches failed: ${String(error)}`));
+    this.sessions = new Sessions(options.maxTouchedDirs, release, undefined, (session) => this.pinDefaults(session));
     this.replaces = contextNamesOf(options.fileNames).replaces;
     // Records are written at a quiet moment: a first step met the first one's write (loading
     // node:fs/promises, making the line and the directory) in the turn its chain read waited for.
@@ -670,7 +672,7 @@ export class Engine {
   async dispose(): Promise<void> {
     this.disposed = true;
     this.wakeQuiet?.();
-    // The store first: it closes every watch at once, and the sessions' releases then have nothing to let go of.
+    // The store first: it closes every watch in one pass, and the sessions' releases then find nothing to let go of.
     this.store.dispose();
     this.sessions.clear();
     this.catalog?.dispose();
