@@ -6,3 +6,7 @@
 export function ownCopy(text: string): string {
   return text.split("").join("");
 }
+
+/** UTF-16 surrogate halves: a pair is a high one then a low one; either alone is a lone surrogate. */
+export const isHighSurrogate = (code: number): boolean => code >= 0xd800 && code <= 0xdbff;
+export const isLowSurrogate = (code: number): boolean => code >= 0xdc00 && code <= 0xdfff;

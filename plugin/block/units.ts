@@ -1,3 +1,5 @@
+import { isHighSurrogate, isLowSurrogate } from "../strings.ts";
+
 /**
  * The unit of counting and cutting. A text is its lines (each with its "\n"); a line longer than
  * MAX_UNIT code units is split into chunks, so no single piece handed to BPE (quadratic in a
@@ -38,6 +40,3 @@ function chunkLine(text: string, start: number, end: number, into: string[]): vo
   }
   if (end > start) into.push(text.slice(start, end));
 }
-
-const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff;
-const isLowSurrogate = (code: number) => code >= 0xdc00 && code <= 0xdfff;

@@ -1,5 +1,6 @@
 import { fsPromises } from "../libraries.ts";
 import type { Logger } from "../log.ts";
+import { isHighSurrogate, isLowSurrogate } from "../strings.ts";
 import { MAX_RECORDS_BYTES, recordsPath, steerPath } from "./format.ts";
 
 
@@ -153,18 +154,34 @@ export class RecordsWriter {
   }
 }
 
-/** A line and its newline as UTF-8, encoded straight into one buffer of its size. */
+/**
+ * A line and its newline as UTF-8, encoded straight into one buffer of its size, part by part as the
+ * joined line would be: a surrogate pair split between two parts (a lone high surrogate ending one, a
+ * lone low surrogate starting the next) is joined first, or each half would become U+FFFD. JSON.stringify
+ * never leaves a lone surrogate in a record's parts; the writer does not rely on it.
+ */
 function encodeLine(line: string | LineParts): Buffer {
-  const { open, items, close } = typeof line === "string" ? { open: line, items: [], close: "" } : line;
-  let size = Buffer.byteLength(open) + Math.max(0, items.length - 1) + Buffer.byteLength(close) + 1;
-  for (const item of items) size += Buffer.byteLength(item);
+  const parts: string[] = [];
+  const add = (part: string) => {
+    if (part === "") return;
+    const last = parts.length - 1;
+    if (last >= 0 && isHighSurrogate(parts[last]!.charCodeAt(parts[last]!.length - 1)) && isLowSurrogate(part.charCodeAt(0))) parts[last] += part;
+    else parts.push(part);
+  };
+  if (typeof line === "string") add(line);
+  else {
+    add(line.open);
+    line.items.forEach((item, i) => {
+      if (i > 0) add(",");
+      add(item);
+    });
+    add(line.close);
+  }
+  add("\n");
+  let size = 0;
+  for (const part of parts) size += Buffer.byteLength(part);
   const bytes = Buffer.allocUnsafe(size);
-  let at = bytes.write(open);
-  items.forEach((item, i) => {
-    if (i > 0) at += bytes.write(",", at);
-    at += bytes.write(item, at);
-  });
-  at += bytes.write(close, at);
-  bytes.write("\n", at);
+  let at = 0;
+  for (const part of parts) at += bytes.write(part, at);
   return bytes;
 }

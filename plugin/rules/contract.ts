@@ -6,6 +6,7 @@
  */
 import { KNOWN_KEYS } from "../files/frontmatter.ts";
 import type { IncludeMode } from "../records/format.ts";
+import { isHighSurrogate } from "../strings.ts";
 
 export type Priority = "critical" | "high" | "normal" | "low";
 export type MergeMode = "append" | "override" | "sections";
@@ -612,5 +613,5 @@ function cut(text: string, max: number): string {
   if (text.length <= max) return text;
   const end = max - 1;
   const code = text.charCodeAt(end - 1);
-  return `${text.slice(0, code >= 0xd800 && code <= 0xdbff ? end - 1 : end)}…`;
+  return `${text.slice(0, isHighSurrogate(code) ? end - 1 : end)}…`;
 }

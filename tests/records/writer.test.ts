@@ -54,6 +54,23 @@ describe("RecordsWriter", () => {
     );
   });
 
+  test("a surrogate pair split between two parts is written as the pair, as in the joined line (found by the property above in CI)", async () => {
+    const cases: [string, string[], string][] = [
+      ["\ud83d", ["\ude00"], ""], // open | first item
+      ["{", ["a\ud83d"], "\ude00}"], // last item | close
+      ["\ud83d", [], "\ude00"], // open | close, no items
+      ["\ud83d", [""], "\ude00"], // an empty item between
+      ["\ud83d", ["\ude00\ud83d"], "\ude00"], // twice, the item both ends
+    ];
+    for (const [open, items, close] of cases) {
+      const dir = recordsDir();
+      const writer = new RecordsWriter(dir, recordingLogger());
+      writer.append("ses_pair", () => ({ open, items, close }));
+      await writer.flush();
+      expect(readFileSync(recordsPath(dir, "ses_pair"))).toEqual(Buffer.from(`${open}${items.join(",")}${close}\n`));
+    }
+  });
+
   test("property: whatever the line sizes and flushes, each file stays within the bound and keeps the latest lines in order", async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(fc.record({ bytes: fc.integer({ min: 30, max: MAX_RECORDS_BYTES }), flush: fc.boolean() }), { minLength: 1, maxLength: 12 }), async (lines) => {
