@@ -1019,11 +1019,16 @@ export class Engine {
       const start = hierarchy.starts.get(path);
       if (start !== undefined) for (const dir of this.store.walkOf(start)) reachedDirs.add(dir);
     }
-    const namedAndReached = (file: FileVersion | undefined) => file !== undefined && reachedDirs.has(file.dir) && session.known(file.path)?.held === "named";
+    const named = (file: FileVersion | null | undefined) => file !== null && file !== undefined && hierarchy.byPath.has(file.path) && session.known(file.path)?.held === "named";
+    // A directory may hold two files (its own and its local variant), and either may be the one known by name.
+    const namedIn = (dir: string) => {
+      const record = this.store.recordOf(dir);
+      return named(hierarchy.byDir.get(dir)) || named(record?.file) || named(record?.local);
+    };
     // Nothing changed since a diff found nothing to deliver: only a file known by name in a reached directory can be due.
     // What the rules were applied to and with (not the touch order, which only moves priorities).
     const quietKey = `${this.store.generation}:${this.ruled.get(session)?.key}:${session.version}:${session.hostRevision}`;
-    if (quietKey === session.quietKey && session.notices.length === 0 && ![...reachedDirs].some((dir) => namedAndReached(hierarchy.byDir.get(dir)))) return "";
+    if (quietKey === session.quietKey && session.notices.length === 0 && ![...reachedDirs].some(namedIn)) return "";
     if (session.stepTokensLeft < MIN_DELIVERY_TOKENS) return "";
     const updated: { file: FileVersion; tier: number }[] = [];
     const reachedNow: { file: FileVersion; tier: number }[] = [];

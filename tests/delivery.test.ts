@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { callContextTool, projects, sectionPaths, start, type Started } from "./helpers/harness.ts";
+import { callContextTool, projects, sectionPaths, start, tempProject, type Started } from "./helpers/harness.ts";
 
 const openProject = projects();
 const open = (options?: Record<string, unknown>, history: unknown[] = []) => openProject("monorepo", options, { history });
@@ -45,6 +45,32 @@ describe("stable delivery (the default)", () => {
     const again = await tool(plugin, "s", "read", { filePath: "services/api/plugins/payments/src/charge.ts" });
     expect(again.output).toBe("tool result");
     expect(await plugin.step("s")).toBe(first);
+  });
+
+  test("a file left pending for the budget is sent when a later step reaches its directory again, whichever of the directory's two files it is (found in review)", async () => {
+    const project = await tempProject();
+    try {
+      await writeFile(join(project.root, "AGENTS.md"), "# Root\n\nBe kind.\n");
+      await mkdir(join(project.root, "pkg"), { recursive: true });
+      await writeFile(join(project.root, "pkg/AGENTS.md"), "# Pkg\n\nUse tabs.\n");
+      // The local variant comes first (closest first) and does not fit: the directory's own file is sent, it is left pending.
+      await writeFile(join(project.root, "pkg/AGENTS.local.md"), `# Local\n\n${"- a local rule about something quite specific.\n".repeat(400)}`);
+      const plugin = await start(project.root, { deliveryTokens: 100 });
+      try {
+        await plugin.step("s");
+        const first = await tool(plugin, "s", "read", { filePath: join(project.root, "pkg/x.ts") });
+        expect(sectionPaths(first.output)).toEqual(["pkg/AGENTS.md"]);
+        expect(first.output).toContain("pending (budget; sent in a later step): pkg/AGENTS.local.md");
+        await plugin.step("s");
+        // The same path again: nothing new to the session, but its directory holds a file the model knows only by name.
+        const again = await tool(plugin, "s", "read", { filePath: join(project.root, "pkg/x.ts") });
+        expect(sectionPaths(again.output)).toEqual(["pkg/AGENTS.local.md"]);
+      } finally {
+        await plugin.dispose();
+      }
+    } finally {
+      await project.cleanup();
+    }
   });
 
   test("a touch in the directory of a pinned file brings that directory's whole chain", async () => {
