@@ -514,11 +514,16 @@ export class Engine {
 
   private async unload(session: Session, target: Target): Promise<string> {
     const rel = this.shownRel(target.real);
-    const { unpinned, file } = this.unloadTarget(session, target, await this.fresh(session, true));
+    const { unpinned, files } = this.unloadTarget(session, target, await this.fresh(session, true));
+    const [file] = files;
     if (file === undefined) {
       return unpinned ? `project_context unload: unpinned ${rel}.` : `project_context unload: ${rel} is not in this session's context (see the list action)`;
     }
-    return `project_context unload: ${escapeInline(file.rel)} is out of this session's context: disregard its instructions from now on. It comes back when a tool call touches ${this.relOf(file.dir) === "" ? "the worktree root" : this.shownRel(file.dir)} or it is loaded again.`;
+    const where = this.relOf(file.dir) === "" ? "the worktree root" : this.shownRel(file.dir);
+    const names = files.map((each) => escapeInline(each.rel)).join(" and ");
+    return files.length === 1
+      ? `project_context unload: ${names} is out of this session's context: disregard its instructions from now on. It comes back when a tool call touches ${where} or it is loaded again.`
+      : `project_context unload: ${names} are out of this session's context: disregard their instructions from now on. They come back when a tool call touches ${where} or they are loaded again.`;
   }
 
   /**
@@ -537,11 +542,28 @@ export class Engine {
    * its file out of the context when `hierarchy` (the session's, pins included) holds it, even when
    * the pin alone brought it: the model still holds its text, and must be told to disregard it.
    */
-  private unloadTarget(session: Session, target: Target, hierarchy: Ruled | undefined): { unpinned: boolean; file: FileVersion | undefined } {
+  private unloadTarget(session: Session, target: Target, hierarchy: Ruled | undefined): { unpinned: boolean; files: readonly FileVersion[] } {
     const unpinned = session.unpin(target.path);
-    const file = hierarchy?.[target.isFile ? "byPath" : "byDir"].get(target.real);
-    if (file !== undefined) session.unload(file.path, file.dir);
-    return { unpinned, file };
+    const file = target.isFile ? hierarchy?.byPath.get(target.real) : undefined;
+    // A directory's context is each of its files: its own and its local variant.
+    const files = hierarchy === undefined ? [] : target.isFile ? (file === undefined ? [] : [file]) : this.filesIn(hierarchy, target.real);
+    for (const each of files) session.unload(each.path, each.dir);
+    return { unpinned, files };
+  }
+
+  /**
+   * The files of `hierarchy` that apply to `dir`: its own, its local variant (the store's record), and
+   * whatever else the hierarchy holds for it first (a rule file, say). `byDir` alone names one, and not
+   * the same one before and after the rules (the last of the directory's in priority order, the first).
+   */
+  private filesIn(hierarchy: Hierarchy, dir: string): FileVersion[] {
+    const record = this.store.recordOf(dir);
+    const files: FileVersion[] = [];
+    for (const candidate of [record?.file, record?.local, hierarchy.byDir.get(dir)]) {
+      const file = candidate === null || candidate === undefined ? undefined : hierarchy.byPath.get(candidate.path);
+      if (file !== undefined && !files.includes(file)) files.push(file);
+    }
+    return files;
   }
 
   private async update(target: Target, section: string, content: string, ask: ContextToolAsk | undefined): Promise<string> {
@@ -619,9 +641,9 @@ export class Engine {
       } else if (request.action === "load") {
         this.pinTarget(session, target);
       } else {
-        const { file } = this.unloadTarget(session, target, this.current(session));
+        const { files } = this.unloadTarget(session, target, this.current(session));
         // The model learns it as from the tool: a frozen system block may still hold the text.
-        if (file !== undefined) session.notices.push(unloadNotice(file.rel));
+        for (const file of files) session.notices.push(unloadNotice(file.rel));
       }
     }
   }
@@ -1019,12 +1041,8 @@ export class Engine {
       const start = hierarchy.starts.get(path);
       if (start !== undefined) for (const dir of this.store.walkOf(start)) reachedDirs.add(dir);
     }
-    const named = (file: FileVersion | null | undefined) => file !== null && file !== undefined && hierarchy.byPath.has(file.path) && session.known(file.path)?.held === "named";
     // A directory may hold two files (its own and its local variant), and either may be the one known by name.
-    const namedIn = (dir: string) => {
-      const record = this.store.recordOf(dir);
-      return named(hierarchy.byDir.get(dir)) || named(record?.file) || named(record?.local);
-    };
+    const namedIn = (dir: string) => this.filesIn(hierarchy, dir).some((file) => session.known(file.path)?.held === "named");
     // Nothing changed since a diff found nothing to deliver: only a file known by name in a reached directory can be due.
     // What the rules were applied to and with (not the touch order, which only moves priorities).
     const quietKey = `${this.store.generation}:${this.ruled.get(session)?.key}:${session.version}:${session.hostRevision}`;

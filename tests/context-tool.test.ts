@@ -164,6 +164,22 @@ describe("the project_context tool", () => {
     expect(sectionPaths(await plugin.step("ses_u"))).toContain("apps/web/AGENTS.md");
   });
 
+  test("unload of a directory takes out each of its files, its local variant too, whichever the rules ran on (found in review)", async () => {
+    for (const frontmatter of [false, true]) {
+      const plugin = await openProject("monorepo", { delivery: "system" });
+      await writeFile(join(plugin.root, "apps/web/AGENTS.local.md"), "# Mine\n\nMy own web notes.\n");
+      // A file with frontmatter elsewhere in the chain makes the rules decide file by file (not their shortcut for plain files).
+      if (frontmatter) await writeFile(join(plugin.root, "apps/AGENTS.md"), "---\ndescription: apps\n---\n# Apps\n");
+      await read(plugin, "ses_d", "apps/web/src/App.tsx");
+      expect(sectionPaths(await plugin.step("ses_d"))).toEqual(expect.arrayContaining(["apps/web/AGENTS.md", "apps/web/AGENTS.local.md"]));
+      const output = await contextTool(plugin, "ses_d", { action: "unload", path: "apps/web" });
+      expect(output).toContain("apps/web/AGENTS.md and apps/web/AGENTS.local.md are out of this session's context");
+      const after = sectionPaths(await plugin.step("ses_d"));
+      expect(after).not.toContain("apps/web/AGENTS.md");
+      expect(after).not.toContain("apps/web/AGENTS.local.md");
+    }
+  });
+
   test("a request's record follows what the conversation and the host hold, when the hierarchy itself stays the same", async () => {
     await using setup = await withRecords();
     const { plugin, dir } = setup;
