@@ -327,14 +327,37 @@ export class FileStore {
    * task. A directory retained again meanwhile (a session of the same id, another one) keeps its watch:
    * each retain holds it once more.
    */
-  release(owner: string): Promise<void> {
+  async release(owner: string): Promise<void> {
     const mine = this.owners.get(owner);
-    if (mine === undefined) return RESOLVED;
+    if (mine === undefined) return;
     this.owners.delete(owner);
-    return inSlices(mine, SLICE_MS, (dir) => {
+    // One directory that cannot be let go of (rethrown at the end, for the caller to log) keeps no other.
+    let failure: { error: unknown } | undefined;
+    await inSlices(mine, SLICE_MS, (dir) => {
       if (this.disposed) return false;
-      this.letGo(dir);
+      try {
+        this.letGo(dir);
+      } catch (error) {
+        failure ??= { error };
+      }
     });
+    this.watchWaiting();
+    if (failure !== undefined) throw failure.error;
+  }
+
+  /**
+   * Held directories left without a watch because the store was full (each has one start, at its
+   * first hold: a session retained while another's release was still under way, or while another
+   * session held maxWatchedDirs) get one now that a release made room, in the background's slices.
+   */
+  private watchWaiting(): void {
+    if (this.mode !== "watch" || this.disposed) return;
+    let room = this.options.maxWatchedDirs - this.activeWatches;
+    for (const dir of this.unwatched) {
+      if (room-- <= 0) return;
+      const held = this.watched.get(dir);
+      if (held !== undefined && held.handle === undefined) this.enqueue(() => this.startHeldWatch(dir, held), this.background);
+    }
   }
 
   /**

@@ -5,6 +5,7 @@ import { join, sep } from "node:path";
 import { spawnSync } from "node:child_process";
 import { RACY_MS } from "../../plugin/files/contained.ts";
 import { bodies, recordingLogger, Scratch } from "./helpers.ts";
+import { waitFor } from "../helpers/harness.ts";
 
 const scratch = new Scratch();
 afterEach(() => scratch.cleanup());
@@ -508,6 +509,24 @@ describe("watches and memory", () => {
     expect(store.stats).toMatchObject({ watched: 0, owners: 0 });
   });
 
+  test("a release makes room: directories held while the store was full get their watches then (found in review)", async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "a1/x": "", "a2/x": "", "a3/x": "", "b1/x": "", "b2/x": "", "b3/x": "" });
+    const store = scratch.store(root, { maxWatchedDirs: 3 });
+    const dirs = (prefix: string) => [1, 2, 3].map((i) => join(root, `${prefix}${i}`));
+    store.retain("a", dirs("a"));
+    await watchesStarted();
+    expect(store.stats.watched).toBe(3);
+    // Held while the store is full: each directory's one watch start finds no room.
+    store.retain("b", dirs("b"));
+    await watchesStarted();
+    expect(store.stats.watched).toBe(3);
+    await store.release("a");
+    await waitFor(() => store.stats.watched === 3, 2000, "b's directories watched");
+    await store.release("b");
+    expect(store.stats.watched).toBe(0);
+  });
+
   test("maxWatchedDirs caps the watches", async () => {
     const { store, walk } = setUp({ maxWatchedDirs: 2 });
     await watchesStarted();
@@ -542,7 +561,7 @@ describe("watches and memory", () => {
     await store.chainOf(held);
     for (let i = 0; i < 50; i++) await store.chainOf(join(root, `d${i}`));
     expect(store.recordOf(held)?.file?.body.startsWith("held\n")).toBe(true);
-    store.release("s");
+    await store.release("s");
     for (let i = 50; i < 100; i++) await store.chainOf(join(root, `d${i}`));
     expect(store.recordOf(held)).toBeUndefined();
     expect(store.stats.bytes).toBeLessThanOrEqual(64 * 1024);
