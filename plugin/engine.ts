@@ -545,25 +545,11 @@ export class Engine {
   private unloadTarget(session: Session, target: Target, hierarchy: Ruled | undefined): { unpinned: boolean; files: readonly FileVersion[] } {
     const unpinned = session.unpin(target.path);
     const file = target.isFile ? hierarchy?.byPath.get(target.real) : undefined;
-    // A directory's context is each of its files: its own and its local variant.
-    const files = hierarchy === undefined ? [] : target.isFile ? (file === undefined ? [] : [file]) : this.filesIn(hierarchy, target.real);
+    // A directory's context is each of its files (its own, its local variant, rule files), in the block's
+    // order: `byDir` names one, and not the same one before and after the rules.
+    const files = target.isFile ? (file === undefined ? [] : [file]) : (hierarchy?.files.filter((each) => each.dir === target.real) ?? []);
     for (const each of files) session.unload(each.path, each.dir);
     return { unpinned, files };
-  }
-
-  /**
-   * The files of `hierarchy` that apply to `dir`: its own, its local variant (the store's record), and
-   * whatever else the hierarchy holds for it first (a rule file, say). `byDir` alone names one, and not
-   * the same one before and after the rules (the last of the directory's in priority order, the first).
-   */
-  private filesIn(hierarchy: Hierarchy, dir: string): FileVersion[] {
-    const record = this.store.recordOf(dir);
-    const files: FileVersion[] = [];
-    for (const candidate of [record?.file, record?.local, hierarchy.byDir.get(dir)]) {
-      const file = candidate === null || candidate === undefined ? undefined : hierarchy.byPath.get(candidate.path);
-      if (file !== undefined && !files.includes(file)) files.push(file);
-    }
-    return files;
   }
 
   private async update(target: Target, section: string, content: string, ask: ContextToolAsk | undefined): Promise<string> {
@@ -1041,12 +1027,11 @@ export class Engine {
       const start = hierarchy.starts.get(path);
       if (start !== undefined) for (const dir of this.store.walkOf(start)) reachedDirs.add(dir);
     }
-    // A directory may hold two files (its own and its local variant), and either may be the one known by name.
-    const namedIn = (dir: string) => this.filesIn(hierarchy, dir).some((file) => session.known(file.path)?.held === "named");
     // Nothing changed since a diff found nothing to deliver: only a file known by name in a reached directory can be due.
     // What the rules were applied to and with (not the touch order, which only moves priorities).
     const quietKey = `${this.store.generation}:${this.ruled.get(session)?.key}:${session.version}:${session.hostRevision}`;
-    if (quietKey === session.quietKey && session.notices.length === 0 && ![...reachedDirs].some(namedIn)) return "";
+    // Any file of a reached directory may be the one known by name: its own, its local variant, a rule file.
+    if (quietKey === session.quietKey && session.notices.length === 0 && ![...reachedDirs].some((dir) => session.namesIn(dir))) return "";
     if (session.stepTokensLeft < MIN_DELIVERY_TOKENS) return "";
     const updated: { file: FileVersion; tier: number }[] = [];
     const reachedNow: { file: FileVersion; tier: number }[] = [];

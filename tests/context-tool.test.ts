@@ -173,11 +173,25 @@ describe("the project_context tool", () => {
       await read(plugin, "ses_d", "apps/web/src/App.tsx");
       expect(sectionPaths(await plugin.step("ses_d"))).toEqual(expect.arrayContaining(["apps/web/AGENTS.md", "apps/web/AGENTS.local.md"]));
       const output = await contextTool(plugin, "ses_d", { action: "unload", path: "apps/web" });
-      expect(output).toContain("apps/web/AGENTS.md and apps/web/AGENTS.local.md are out of this session's context");
+      expect(output).toContain("apps/web/AGENTS.local.md and apps/web/AGENTS.md are out of this session's context");
       const after = sectionPaths(await plugin.step("ses_d"));
       expect(after).not.toContain("apps/web/AGENTS.md");
       expect(after).not.toContain("apps/web/AGENTS.local.md");
     }
+  });
+
+  test("unload of a rules directory takes out each rule file in it (found in review)", async () => {
+    const plugin = await openProject("monorepo", { delivery: "system" });
+    await mkdir(join(plugin.root, ".opencode/rules"), { recursive: true });
+    await writeFile(join(plugin.root, ".opencode/rules/a.md"), "# A\n\nRule a.\n");
+    await writeFile(join(plugin.root, ".opencode/rules/b.md"), "# B\n\nRule b.\n");
+    await read(plugin, "ses_r", "apps/web/src/App.tsx");
+    const before = await plugin.stepUntil("ses_r", (block) => sectionPaths(block).includes(".opencode/rules/b.md"), "the rule files in the block");
+    expect(sectionPaths(before)).toEqual(expect.arrayContaining([".opencode/rules/a.md", ".opencode/rules/b.md"]));
+    const output = await contextTool(plugin, "ses_r", { action: "unload", path: ".opencode/rules" });
+    expect(output).toMatch(/\.opencode\/rules\/[ab]\.md and \.opencode\/rules\/[ab]\.md are out of this session's context/);
+    const after = sectionPaths(await plugin.step("ses_r"));
+    expect(after.filter((path) => path.startsWith(".opencode/rules/"))).toEqual([]);
   });
 
   test("a request's record follows what the conversation and the host hold, when the hierarchy itself stays the same", async () => {

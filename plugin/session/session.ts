@@ -48,6 +48,8 @@ export class Session {
   /** After a compaction: the carriers the conversation still has (OpenCode keeps recent turns verbatim); undefined when unknown. */
   present: ReadonlySet<string> | undefined;
   private readonly knownFiles = new Map<string, Known>();
+  /** How many files each directory has that the conversation knows only by name: a call reaching one may owe them. */
+  private readonly namedByDir = new Map<string, number>();
   /** The files each carrier holds, so a pruned carrier is found without a scan. */
   private readonly carried = new Map<string, Set<string>>();
   /** Tokens the plugin may still add to tool outputs and user messages in this step. */
@@ -183,6 +185,7 @@ export class Session {
     this.drop(path);
     this.heldRevision++;
     this.knownFiles.set(path, known);
+    if (known.held === "named") this.namedByDir.set(known.dir, (this.namedByDir.get(known.dir) ?? 0) + 1);
     let paths = this.carried.get(known.carrier);
     if (paths === undefined) this.carried.set(known.carrier, (paths = new Set()));
     paths.add(path);
@@ -193,6 +196,11 @@ export class Session {
     if (known === undefined) return;
     this.heldRevision++;
     this.knownFiles.delete(path);
+    if (known.held === "named") {
+      const left = (this.namedByDir.get(known.dir) ?? 1) - 1;
+      if (left > 0) this.namedByDir.set(known.dir, left);
+      else this.namedByDir.delete(known.dir);
+    }
     const paths = this.carried.get(known.carrier);
     paths?.delete(path);
     if (paths?.size === 0) this.carried.delete(known.carrier);
@@ -202,7 +210,13 @@ export class Session {
   dropAll(): void {
     this.heldRevision++;
     this.knownFiles.clear();
+    this.namedByDir.clear();
     this.carried.clear();
+  }
+
+  /** Whether the conversation knows a file of `dir` only by name (of any kind: its own, its local variant, a rule file). */
+  namesIn(dir: string): boolean {
+    return this.namedByDir.has(dir);
   }
 
   carries(carrier: string): boolean {
