@@ -169,6 +169,8 @@ export class FileStore {
   private readonly watched = new Map<string, Watched>();
   /** Held directories without a working watch (not started yet, past maxWatchedDirs, or closed): a settle stats them. */
   private readonly unwatched = new Set<string>();
+  /** Held directories whose watch start found the store full (and only that): a release that makes room starts them. */
+  private readonly awaitingRoom = new Set<string>();
   private readonly owners = new Map<string, Set<string>>();
   private activeWatches = 0;
   /** Directory → time (performance.now) of its last event; present while it must be checked. */
@@ -346,17 +348,21 @@ export class FileStore {
   }
 
   /**
-   * Held directories left without a watch because the store was full (each has one start, at its
-   * first hold: a session retained while another's release was still under way, or while another
-   * session held maxWatchedDirs) get one now that a release made room, in the background's slices.
+   * Held directories whose watch start found the store full (a session retained while another's
+   * release was still under way, or while others held maxWatchedDirs) get one now that a release
+   * made room, in the background's slices, not in the next step's settle. Only those: a directory
+   * that cannot be watched (gone, a symlink) would take the room and cost a start at every release.
    */
   private watchWaiting(): void {
     if (this.mode !== "watch" || this.disposed) return;
     let room = this.options.maxWatchedDirs - this.activeWatches;
-    for (const dir of this.unwatched) {
-      if (room-- <= 0) return;
+    for (const dir of this.awaitingRoom) {
+      if (room <= 0) return;
+      this.awaitingRoom.delete(dir);
       const held = this.watched.get(dir);
-      if (held !== undefined && held.handle === undefined) this.enqueue(() => this.startHeldWatch(dir, held), this.background);
+      if (held === undefined || held.refs === 0 || held.handle !== undefined) continue;
+      this.enqueue(() => this.startHeldWatch(dir, held), this.background);
+      room--;
     }
   }
 
@@ -422,6 +428,7 @@ export class FileStore {
     this.disposed = true;
     for (const entry of this.watched.values()) this.unwatch(entry);
     this.watched.clear();
+    this.awaitingRoom.clear();
     this.owners.clear();
     this.inotify?.release(this.inotifyUser);
     this.closeSentinel();
@@ -747,13 +754,18 @@ export class FileStore {
     this.records.unpin(dir);
     this.unwatch(entry);
     this.unwatched.delete(dir);
+    this.awaitingRoom.delete(dir);
     this.watched.delete(dir);
     this.dirty.delete(dir);
   }
 
   /** Whether a watch started (the check it owes is the caller's). */
   private startWatch(dir: string, entry: Watched): boolean {
-    if (this.activeWatches >= this.options.maxWatchedDirs || this.disposed || this.watched.get(dir) !== entry) return false;
+    if (this.disposed || this.watched.get(dir) !== entry) return false;
+    if (this.activeWatches >= this.options.maxWatchedDirs) {
+      this.awaitingRoom.add(dir);
+      return false;
+    }
     // fs.watch follows a symlink: only a real directory inside the worktree is watched.
     if (!isInside(dir, this.realRoot) || !isRealDirectory(dir)) return false;
     try {
@@ -915,6 +927,7 @@ export class FileStore {
     this.options.log.log("warn", `file watching stopped: ${reason}; context files are now checked by stat before every step`);
     for (const entry of this.watched.values()) this.unwatch(entry);
     this.dirty.clear();
+    this.awaitingRoom.clear();
     this.inotify?.release(this.inotifyUser);
     this.inotify = undefined;
     this.closeSentinel();

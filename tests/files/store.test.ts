@@ -527,6 +527,22 @@ describe("watches and memory", () => {
     expect(store.stats.watched).toBe(0);
   });
 
+  test("the room a release makes goes to directories that waited for it, not to one that can never be watched (found in review)", async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "real/x": "", "a1/x": "", "b1/x": "" });
+    symlinkSync(join(root, "real"), join(root, "link"));
+    const store = scratch.store(root, { maxWatchedDirs: 1 });
+    // Held first: a symlinked directory, never watched (a watch would follow the link).
+    store.retain("c", [join(root, "link")]);
+    store.retain("a", [join(root, "a1")]);
+    await watchesStarted();
+    expect(store.stats.watched).toBe(1);
+    store.retain("b", [join(root, "b1")]);
+    await watchesStarted();
+    await store.release("a");
+    await waitFor(() => store.stats.watched === 1, 2000, "b1 watched");
+  });
+
   test("maxWatchedDirs caps the watches", async () => {
     const { store, walk } = setUp({ maxWatchedDirs: 2 });
     await watchesStarted();
