@@ -545,8 +545,7 @@ export class Engine {
   private unloadTarget(session: Session, target: Target, hierarchy: Ruled | undefined): { unpinned: boolean; files: readonly FileVersion[] } {
     const unpinned = session.unpin(target.path);
     const file = target.isFile ? hierarchy?.byPath.get(target.real) : undefined;
-    // A directory's context is each of its files (its own, its local variant, rule files), in the block's
-    // order: `byDir` names one, and not the same one before and after the rules.
+    // A directory's context is each of its files (its own, its local variant, rule files), in the block's order.
     const files = target.isFile ? (file === undefined ? [] : [file]) : (hierarchy?.files.filter((each) => each.dir === target.real) ?? []);
     for (const each of files) session.unload(each.path, each.dir);
     return { unpinned, files };

@@ -191,11 +191,8 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   }
   const byPath = new Map<string, FileVersion>();
   for (const file of files) byPath.set(file.path, file);
-  // The first file of a directory in priority order is the one that applies to it.
-  const byDir = new Map<string, FileVersion>();
-  for (let i = files.length - 1; i >= 0; i--) byDir.set(files[i]!.dir, files[i]!);
   const watchers = files.filter((file) => readContract(file.frontmatter).watch.length > 0);
-  return { ...hierarchy, files, tiers, byPath, byDir, modes, excluded, imports: [...imports], watchers, awaiting: byBase(awaiting), screened: nowScreened };
+  return { ...hierarchy, files, tiers, byPath, modes, excluded, imports: [...imports], watchers, awaiting: byBase(awaiting), screened: nowScreened };
 }
 
 /** Why a file waiting for its `paths:` is left out: one string per contract (said for each such file at every new touch). */

@@ -7,8 +7,6 @@ export interface Hierarchy {
   readonly files: readonly FileVersion[];
   readonly tiers: readonly number[];
   readonly byPath: ReadonlyMap<string, FileVersion>;
-  /** The file that applies to each directory of the hierarchy that has one. */
-  readonly byDir: ReadonlyMap<string, FileVersion>;
   /** The directories whose context files the hierarchy was read from: what freshness checks and watches cover. */
   readonly dirSet: ReadonlySet<string>;
   /** The real start directory of each touched path (absent when it lies outside the worktree). */
@@ -108,7 +106,6 @@ export async function hierarchyOf(source: ChainSource, sessionDir: string, touch
   const files: FileVersion[] = [];
   const tiers: number[] = [];
   const byPath = new Map<string, FileVersion>();
-  const byDir = new Map<string, FileVersion>();
   // Its directories are those of its start directories' walks: taken whole only when each of those is a start directory here too.
   const lent = before !== undefined && everyIn(before.startDirs, seenStart) ? before : undefined;
   const dirSet = new Set<string>(lent?.dirSet);
@@ -125,7 +122,6 @@ export async function hierarchyOf(source: ChainSource, sessionDir: string, touch
       const file = chain[j]!;
       if (byPath.has(file.path) || (fileOnly.has(dir) && file.dir !== dir)) continue;
       byPath.set(file.path, file);
-      byDir.set(file.dir, file);
       files.push(file);
       tiers.push(tier);
       if (pinned.has(dir)) manual.add(file.path);
@@ -134,7 +130,7 @@ export async function hierarchyOf(source: ChainSource, sessionDir: string, touch
     if (added) tier++;
   });
   const ownChains = startDirs.map((dir, i) => (fileOnly.has(dir) ? chains[i]!.filter((file) => file.dir === dir) : chains[i]!));
-  return { files, tiers, byPath, byDir, dirSet, starts: startByPath, startDirs: seenStart, pinnedStarts: pinned, manual, closest, chains: ownChains };
+  return { files, tiers, byPath, dirSet, starts: startByPath, startDirs: seenStart, pinnedStarts: pinned, manual, closest, chains: ownChains };
 }
 
 function everyIn<T>(items: ReadonlySet<T>, set: ReadonlySet<T>): boolean {

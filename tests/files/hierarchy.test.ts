@@ -13,7 +13,6 @@ function shape(hierarchy: Hierarchy) {
   return {
     files: hierarchy.files.map((file) => file.path),
     tiers: hierarchy.tiers,
-    byDir: [...hierarchy.byDir].map(([dir, file]) => [dir, file.path]).sort(),
     dirs: [...hierarchy.dirSet].sort(),
     starts: [...hierarchy.starts].sort(),
     startDirs: [...hierarchy.startDirs].sort(),

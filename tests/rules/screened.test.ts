@@ -28,7 +28,6 @@ function hierarchyOf(files: readonly FileVersion[]): Hierarchy {
     files,
     tiers: files.map(() => 0),
     byPath: new Map(files.map((file) => [file.path, file])),
-    byDir: new Map(files.map((file) => [file.dir, file])),
     dirSet: new Set(files.map((file) => file.dir)),
     starts: new Map(),
     startDirs: new Set(),
