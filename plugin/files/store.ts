@@ -169,8 +169,9 @@ export class FileStore {
   private readonly watched = new Map<string, Watched>();
   /** Held directories without a working watch (not started yet, past maxWatchedDirs, or closed): a settle stats them. */
   private readonly unwatched = new Set<string>();
-  /** Held directories whose watch start found the store full (and only that): a release that makes room starts them. */
+  /** Held directories whose watch start found the store full (and only that): a watch closed makes room for them (offerRoom). */
   private readonly awaitingRoom = new Set<string>();
+  private roomOffered = false;
   private readonly owners = new Map<string, Set<string>>();
   private activeWatches = 0;
   /** Directory → time (performance.now) of its last event; present while it must be checked. */
@@ -343,27 +344,30 @@ export class FileStore {
         failure ??= { error };
       }
     });
-    this.watchWaiting();
     if (failure !== undefined) throw failure.error;
   }
 
   /**
-   * Held directories whose watch start found the store full (a session retained while another's
-   * release was still under way, or while others held maxWatchedDirs) get one now that a release
-   * made room, in the background's slices, not in the next step's settle. Only those: a directory
-   * that cannot be watched (gone, a symlink) would take the room and cost a start at every release.
+   * A watch closed and made room: held directories whose watch start found the store full (a session
+   * retained while another's release was under way, or while others held maxWatchedDirs) get one in
+   * the background's slices, not in the next step's settle. Only those: a directory that cannot be
+   * watched (gone, a symlink) would take the room and cost a start each time. Once per run of closes.
    */
-  private watchWaiting(): void {
-    if (this.mode !== "watch" || this.disposed) return;
-    let room = this.options.maxWatchedDirs - this.activeWatches;
-    for (const dir of this.awaitingRoom) {
-      if (room <= 0) return;
-      this.awaitingRoom.delete(dir);
-      const held = this.watched.get(dir);
-      if (held === undefined || held.refs === 0 || held.handle !== undefined) continue;
-      this.enqueue(() => this.startHeldWatch(dir, held), this.background);
-      room--;
-    }
+  private offerRoom(): void {
+    if (this.awaitingRoom.size === 0 || this.roomOffered || this.mode !== "watch" || this.disposed) return;
+    this.roomOffered = true;
+    this.enqueue(() => {
+      this.roomOffered = false;
+      let room = this.options.maxWatchedDirs - this.activeWatches;
+      for (const dir of this.awaitingRoom) {
+        if (room <= 0) return;
+        this.awaitingRoom.delete(dir);
+        const held = this.watched.get(dir);
+        if (held === undefined || held.refs === 0 || held.handle !== undefined) continue;
+        this.enqueue(() => this.startHeldWatch(dir, held), this.background);
+        room--;
+      }
+    }, this.background);
   }
 
   /**
@@ -813,6 +817,7 @@ export class FileStore {
     entry.handle = undefined;
     this.activeWatches--;
     if (entry.refs > 0) this.unwatched.add(entry.dir);
+    this.offerRoom();
   }
 
   // ---- barrier ----

@@ -527,6 +527,23 @@ describe("watches and memory", () => {
     expect(store.stats.watched).toBe(0);
   });
 
+  test("the room a watched directory makes when it is deleted goes to a directory that waited for it", async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "a1/x": "", "b1/x": "" });
+    const store = scratch.store(root, { maxWatchedDirs: 1 });
+    store.retain("a", [join(root, "a1")]);
+    await watchesStarted();
+    store.retain("b", [join(root, "b1")]);
+    await watchesStarted();
+    expect(store.stats.watched).toBe(1);
+    rmSync(join(root, "a1"), { recursive: true });
+    // The settle asks only for a1: b1 gets its watch from the room, not from a settle that reaches it.
+    await waitFor(async () => {
+      await store.settle(new Set([join(root, "a1")]), performance.now());
+      return store.stats.watched === 1 ? true : undefined;
+    }, 3000, "b1 watched once a1 is gone");
+  });
+
   test("the room a release makes goes to directories that waited for it, not to one that can never be watched (found in review)", async () => {
     const root = scratch.dir();
     scratch.write(root, { "real/x": "", "a1/x": "", "b1/x": "" });
