@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { callContextTool, projects, sectionPaths, start, tempProject, waitFor, type Started } from "./helpers/harness.ts";
+import { callContextTool, projects, sectionPaths, start, waitFor, type Started } from "./helpers/harness.ts";
 
 const openProject = projects();
 const open = (options?: Record<string, unknown>, history: unknown[] = []) => openProject("monorepo", options, { history });
@@ -48,57 +48,34 @@ describe("stable delivery (the default)", () => {
   });
 
   test("a file left pending for the budget is sent when a later step reaches its directory again, whichever of the directory's two files it is (found in review)", async () => {
-    const project = await tempProject();
-    try {
-      await writeFile(join(project.root, "AGENTS.md"), "# Root\n\nBe kind.\n");
-      await mkdir(join(project.root, "pkg"), { recursive: true });
-      await writeFile(join(project.root, "pkg/AGENTS.md"), "# Pkg\n\nUse tabs.\n");
-      // The local variant comes first (closest first) and does not fit: the directory's own file is sent, it is left pending.
-      await writeFile(join(project.root, "pkg/AGENTS.local.md"), `# Local\n\n${"- a local rule about something quite specific.\n".repeat(400)}`);
-      const plugin = await start(project.root, { deliveryTokens: 100 });
-      try {
-        await plugin.step("s");
-        const first = await tool(plugin, "s", "read", { filePath: join(project.root, "pkg/x.ts") });
-        expect(sectionPaths(first.output)).toEqual(["pkg/AGENTS.md"]);
-        expect(first.output).toContain("pending (budget; sent in a later step): pkg/AGENTS.local.md");
-        await plugin.step("s");
-        // The same path again: nothing new to the session, but its directory holds a file the model knows only by name.
-        const again = await tool(plugin, "s", "read", { filePath: join(project.root, "pkg/x.ts") });
-        expect(sectionPaths(again.output)).toEqual(["pkg/AGENTS.local.md"]);
-      } finally {
-        await plugin.dispose();
-      }
-    } finally {
-      await project.cleanup();
-    }
+    // The local variant comes first (closest first) and does not fit: the directory's own file is sent, it is left pending.
+    const files = { "AGENTS.md": "# Root\n\nBe kind.\n", "pkg/AGENTS.md": "# Pkg\n\nUse tabs.\n", "pkg/AGENTS.local.md": `# Local\n\n${"- a local rule about something quite specific.\n".repeat(400)}` };
+    const plugin = await openProject(undefined, { deliveryTokens: 100 }, { files });
+    await plugin.step("s");
+    const first = await tool(plugin, "s", "read", { filePath: "pkg/x.ts" });
+    expect(sectionPaths(first.output)).toEqual(["pkg/AGENTS.md"]);
+    expect(first.output).toContain("pending (budget; sent in a later step): pkg/AGENTS.local.md");
+    await plugin.step("s");
+    // The same path again: nothing new to the session, but its directory holds a file the model knows only by name.
+    const again = await tool(plugin, "s", "read", { filePath: "pkg/x.ts" });
+    expect(sectionPaths(again.output)).toEqual(["pkg/AGENTS.local.md"]);
   });
 
   test("a rule file left pending is sent when a later call reaches its directory again, though another rule file there went whole (found in review)", async () => {
-    const project = await tempProject();
-    try {
-      await mkdir(join(project.root, ".opencode/rules"), { recursive: true });
-      await writeFile(join(project.root, ".opencode/rules/a.md"), "# A\n\nRule a.\n");
-      await writeFile(join(project.root, ".opencode/rules/b.md"), `# B\n\n${"- a rule about something quite specific.\n".repeat(400)}`);
-      // Rule files apply always: with a system budget too small for them they go to the next tool output.
-      const plugin = await start(project.root, { deliveryTokens: 100, systemTokens: 60 });
-      try {
-        const notes = { filePath: join(project.root, ".opencode/rules/notes.txt") };
-        // They join once the worktree's catalog is built.
-        const first = await waitFor(async () => {
-          await plugin.step("s");
-          const output = (await tool(plugin, "s", "read", notes)).output;
-          return output.includes("pending") ? output : undefined;
-        }, 5000, "the rule files, b.md pending");
-        expect(sectionPaths(first)).toEqual([".opencode/rules/a.md"]);
-        await plugin.step("s");
-        const again = await tool(plugin, "s", "read", notes);
-        expect(sectionPaths(again.output)).toEqual([".opencode/rules/b.md"]);
-      } finally {
-        await plugin.dispose();
-      }
-    } finally {
-      await project.cleanup();
-    }
+    const files = { ".opencode/rules/a.md": "# A\n\nRule a.\n", ".opencode/rules/b.md": `# B\n\n${"- a rule about something quite specific.\n".repeat(400)}` };
+    // Rule files apply always: with a system budget too small for them they go to the next tool output.
+    const plugin = await openProject(undefined, { deliveryTokens: 100, systemTokens: 60 }, { files });
+    const notes = { filePath: ".opencode/rules/notes.txt" };
+    // They join once the worktree's catalog is built.
+    const first = await waitFor(async () => {
+      await plugin.step("s");
+      const output = (await tool(plugin, "s", "read", notes)).output;
+      return output.includes("pending") ? output : undefined;
+    }, 5000, "the rule files, b.md pending");
+    expect(sectionPaths(first)).toEqual([".opencode/rules/a.md"]);
+    await plugin.step("s");
+    const again = await tool(plugin, "s", "read", notes);
+    expect(sectionPaths(again.output)).toEqual([".opencode/rules/b.md"]);
   });
 
   test("a touch in the directory of a pinned file brings that directory's whole chain", async () => {

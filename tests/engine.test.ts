@@ -1,12 +1,12 @@
 import { describe, expect, test } from "bun:test";
-import { readdirSync, readFileSync, readlinkSync, statSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { mkdir, rm, symlink, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import fc from "fast-check";
 import { Engine } from "../plugin/engine.ts";
 import { createLogger } from "../plugin/log.ts";
 import { DEFAULT_OPTIONS } from "../plugin/options.ts";
-import { projects, sectionPaths, start, tempProject, waitFor } from "./helpers/harness.ts";
+import { inotifyWatches, projects, sectionPaths, start, tempProject, waitFor } from "./helpers/harness.ts";
 
 const openProject = projects();
 // The block as rebuilt every step (delivery "system"): what sessions, the host's files and the budget put in it.
@@ -58,21 +58,8 @@ describe("sessions", () => {
     expect(await plugin.step("s")).not.toContain("Web app");
   });
 
-  /** The kernel's inotify watches of this process on directories with one of `inodes` (Linux: /proc/self/fdinfo). */
-  const inotifyWatches = (inodes: ReadonlySet<string>): number => {
-    let count = 0;
-    for (const fd of readdirSync("/proc/self/fd")) {
-      let target = "";
-      try {
-        target = readlinkSync(`/proc/self/fd/${fd}`);
-      } catch {
-        continue; // the directory's own descriptor, closed by now
-      }
-      if (target !== "anon_inode:inotify") continue;
-      for (const [, ino] of readFileSync(`/proc/self/fdinfo/${fd}`, "utf8").matchAll(/^inotify wd:\S+ ino:([0-9a-f]+)/gm)) if (inodes.has(ino!)) count++;
-    }
-    return count;
-  };
+  /** The kernel's inotify watches of this process on directories with one of `inodes`. */
+  const watchesOn = (inodes: ReadonlySet<string>): number => inotifyWatches().inodes.filter((ino) => inodes.has(ino)).length;
 
   test.skipIf(process.platform !== "linux")("session.deleted of a session holding 4,000 directories gives the event loop back while their watches go (a 2,000-directory session held it 43-55 ms in one task)", async () => {
     const project = await tempProject();
@@ -84,9 +71,9 @@ describe("sessions", () => {
     try {
       for (const leaf of leaves) await plugin.touch("big", "glob", { path: leaf, pattern: "*" });
       await plugin.step("big");
-      await waitFor(() => inotifyWatches(inodes) === inodes.size, 20_000, "every directory watched");
+      await waitFor(() => watchesOn(inodes) === inodes.size, 20_000, "every directory watched");
       let leftWhenTimerRan: number | undefined;
-      setTimeout(() => (leftWhenTimerRan = inotifyWatches(inodes)), 0);
+      setTimeout(() => (leftWhenTimerRan = watchesOn(inodes)), 0);
       const began = performance.now();
       await plugin.hooks.event!({ event: { type: "session.deleted", properties: { info: { id: "big" } } } as never });
       const hookMs = performance.now() - began;
@@ -94,7 +81,7 @@ describe("sessions", () => {
       // A timer queued before the event ran while watches were still being let go of: the loop turned.
       // (On a machine fast enough to let go of all 4,081 within the hook's one slice, there is no long task to break up.)
       expect(leftWhenTimerRan! > 0 || hookMs < 8).toBe(true);
-      await waitFor(() => inotifyWatches(inodes) === 0, 20_000, "every watch gone");
+      await waitFor(() => watchesOn(inodes) === 0, 20_000, "every watch gone");
     } finally {
       await plugin.dispose();
       await project.cleanup();

@@ -1,8 +1,9 @@
 import type { Hooks, PluginInput, ToolContext } from "@opencode-ai/plugin";
 import { afterEach } from "bun:test";
-import { cp, mkdtemp, realpath, rm } from "node:fs/promises";
+import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { cp, mkdir, mkdtemp, realpath, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { ProjectContext } from "../../plugin/index.ts";
 
 export interface LogEntry {
@@ -110,8 +111,9 @@ export function sectionPaths(block: string | undefined): string[] {
 }
 
 /**
- * For a test file: opens the plugin on a temporary copy of `tests/fixtures/<scenario>`; every
- * plugin opened is disposed and its copy removed after each test.
+ * For a test file: opens the plugin on a temporary copy of `tests/fixtures/<scenario>` (an empty
+ * directory without one) with `files` (worktree-relative path → text) written in before it starts;
+ * every plugin opened is disposed and its copy removed after each test.
  */
 export function projects() {
   const cleanups: (() => Promise<void>)[] = [];
@@ -119,11 +121,15 @@ export function projects() {
     for (const cleanup of cleanups.splice(0)) await cleanup();
   });
   return async (
-    scenario: string,
+    scenario: string | undefined,
     options?: Record<string, unknown>,
-    startOptions: { directory?: (root: string) => string; history?: unknown[] | "never"; worktree?: string } = {},
+    startOptions: { directory?: (root: string) => string; history?: unknown[] | "never"; worktree?: string; files?: Record<string, string> } = {},
   ): Promise<Started> => {
     const project = await tempProject(scenario);
+    for (const [rel, text] of Object.entries(startOptions.files ?? {})) {
+      await mkdir(dirname(join(project.root, rel)), { recursive: true });
+      await writeFile(join(project.root, rel), text);
+    }
     const plugin = await start(project.root, options, {
       directory: startOptions.directory?.(project.root) ?? project.root,
       history: startOptions.history ?? [],
@@ -146,4 +152,23 @@ export async function callContextTool(plugin: Started, sessionID: string, args: 
   const result = { title: "project_context", output: output as string, metadata: {} };
   await plugin.hooks["tool.execute.after"]!({ tool: "project_context", sessionID, callID, args: full }, result);
   return result.output;
+}
+
+/**
+ * This process's inotify instances and the inode (hex) of the directory of each of their watches, as
+ * the kernel lists them (Linux: /proc/self/fdinfo): what is watched, whatever the plugin believes.
+ */
+export function inotifyWatches(): { instances: number; inodes: string[] } {
+  let instances = 0;
+  const inodes: string[] = [];
+  for (const fd of readdirSync("/proc/self/fd")) {
+    try {
+      if (!readlinkSync(`/proc/self/fd/${fd}`).includes("inotify")) continue;
+      instances++;
+      for (const [, ino] of readFileSync(`/proc/self/fdinfo/${fd}`, "utf8").matchAll(/^inotify wd:\S+ ino:([0-9a-f]+)/gm)) inodes.push(ino!);
+    } catch {
+      // closed meanwhile (the directory listing's own descriptor, or a watch's instance)
+    }
+  }
+  return { instances, inodes };
 }

@@ -6,9 +6,9 @@
  * Usage: bun runner.ts <script.json>. Prints one JSON line (the `Report`) on stdout, then returns
  * without calling process.exit: whatever the plugin left running decides when the process ends.
  */
-import { existsSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { start } from "../../helpers/harness.ts";
+import { inotifyWatches, start } from "../../helpers/harness.ts";
 
 export type Op =
   /** Session and tool are whatever JSON the test gives: hostile values are part of the point. */
@@ -76,24 +76,8 @@ export interface Report {
 }
 
 function inotify(): { watches: number; instances: number } {
-  let watches = 0;
-  let instances = 0;
-  for (const fd of readdirSync("/proc/self/fd")) {
-    let target = "";
-    try {
-      target = readlinkSync(`/proc/self/fd/${fd}`);
-    } catch {
-      continue;
-    }
-    if (!target.includes("inotify")) continue;
-    instances++;
-    try {
-      watches += readFileSync(`/proc/self/fdinfo/${fd}`, "utf8").split("\n").filter((line) => line.startsWith("inotify wd:")).length;
-    } catch {
-      // the fd closed meanwhile
-    }
-  }
-  return { watches, instances };
+  const { instances, inodes } = inotifyWatches();
+  return { watches: inodes.length, instances };
 }
 
 /**
