@@ -223,11 +223,25 @@ async function rss(tree: Tree, touchedCount: number, control: boolean, baseline:
   // Then (its memory already read) the compaction copy of that 2,000-directory session, twice: the
   // first waits for exact counts of every file, the second has them.
   const compaction = control || baseline ? undefined : [await compactionCopy(hooks, session), await compactionCopy(hooks, session)];
-  const deleted = control || baseline ? undefined : await sessionDeleted(hooks, session);
+  const deleted = control || baseline ? undefined : { heldDirs: heldDirs(tree, touched), ...(await sessionDeleted(hooks, session)) };
   await hooks.dispose?.();
   const mib = (bytes: number) => bytes / 2 ** 20;
   const added = after.rss + children - before.rss;
   return { addedRssMiB: mib(added), childProcessesMiB: mib(children), addedHeapMiB: mib(after.heapUsed - before.heapUsed), rssMiB: mib(after.rss), compaction, deleted };
+}
+
+/** The directories a session touching `ids` holds: each one's walk up to the root, at most maxDepth (10) levels above it. */
+function heldDirs(tree: Tree, ids: readonly number[]): number {
+  const held = new Set<string>();
+  for (const id of ids) {
+    let dir = tree.dirs[id] ?? "";
+    for (let level = 0; level <= 10; level++) {
+      held.add(dir);
+      if (dir === "") break;
+      dir = dir.includes("/") ? dir.slice(0, dir.lastIndexOf("/")) : "";
+    }
+  }
+  return held.size;
 }
 
 /** `session.deleted` of that session: the hook's time, and the largest stall in the second after it (the store lets go of its directories meanwhile). */

@@ -253,7 +253,7 @@ them), per run:
 
 ${table(["first ms", "first stall ms (wall gap)", "second ms", "second stall ms (wall gap)", "chars"], rssRuns.map(({ compaction: [a, b] }) => [f(a.ms, 1), `${f(a.stallMs, 1)} (${f(a.wallGapMs, 1)})`, f(b.ms, 1), `${f(b.stallMs, 1)} (${f(b.wallGapMs, 1)})`, String(b.chars)]))}` : ""}
 ${rss?.deleted ? `
-Last, \`session.deleted\` of that session (its ~5,000 directories unwatched and their records let go), no target: the
+Last, \`session.deleted\` of that session (its ${rss.deleted.heldDirs.toLocaleString("en-US")} directories unwatched and their records let go), no target: the
 hook's time and the largest stall in the second after it, per run: ${rssRuns.map(({ deleted: d }) => `${f(d.ms, 1)} ms, stall ${f(d.stallMs, 1)} (${f(d.wallGapMs, 1)})`).join("; ")}.` : ""}
 
 ## Delivery modes: freshness and the 60-step session (1,000-file repo)
