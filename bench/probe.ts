@@ -8,6 +8,7 @@
  *   fresh  1,000 edits each followed by a step, then the scripted 60-step session (one delivery mode)
  */
 import type { Hooks } from "@opencode-ai/plugin";
+import { heapStats } from "bun:jsc";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type Loader, NaiveLoader, StatCacheLoader, touchedDir } from "./baselines.ts";
@@ -202,9 +203,30 @@ function descendantsRss(): number {
   return total;
 }
 
+/**
+ * This process's RSS by kind of mapping (MiB), from Linux's /proc/self/smaps (zeros elsewhere): code
+ * pages of executables and libraries (Bun's own, paged in as the process runs more of it), JIT code
+ * (JavaScriptCore's writable-executable pool), and everything else (the JS heap, the allocators).
+ */
+function rssByMapping(): { code: number; jit: number; rest: number } {
+  const sums = { code: 0, jit: 0, rest: 0 };
+  if (!existsSync("/proc/self/smaps")) return sums;
+  let kind: keyof typeof sums = "rest";
+  for (const line of readFileSync("/proc/self/smaps", "utf8").split("\n")) {
+    const mapping = /^[0-9a-f]+-[0-9a-f]+ (\S+) \S+ \S+ \S+\s*(.*)$/.exec(line);
+    const rss = mapping === null ? /^Rss:\s+(\d+) kB/.exec(line) : null;
+    if (mapping !== null) kind = mapping[1] === "rwxp" ? "jit" : mapping[1] === "r-xp" && mapping[2] !== "" ? "code" : "rest";
+    else if (rss !== null) sums[kind] += Number(rss[1]) / 1024;
+  }
+  return sums;
+}
+
 async function rss(tree: Tree, touchedCount: number, control: boolean, baseline: boolean) {
   Bun.gc(true);
   const before = process.memoryUsage();
+  const mappedBefore = rssByMapping();
+  // process.memoryUsage's heapTotal leaves out what the heap's strings and buffers hold outside it; heapUsed counts it.
+  const capacityBefore = heapStats().heapCapacity;
   const { hooks, session } = await start(tree.root, {}, {}, control || baseline);
   const loader = baseline ? new StatCacheLoader(tree.root) : undefined;
   const run = async (calls: Call[]) => {
@@ -219,6 +241,8 @@ async function rss(tree: Tree, touchedCount: number, control: boolean, baseline:
   await Bun.sleep(3000);
   Bun.gc(true);
   const after = process.memoryUsage();
+  const mappedAfter = rssByMapping();
+  const capacityAfter = heapStats().heapCapacity;
   const children = descendantsRss();
   // Then (its memory already read) the compaction copy of that 2,000-directory session, twice: the
   // first waits for exact counts of every file, the second has them.
@@ -227,7 +251,8 @@ async function rss(tree: Tree, touchedCount: number, control: boolean, baseline:
   await hooks.dispose?.();
   const mib = (bytes: number) => bytes / 2 ** 20;
   const added = after.rss + children - before.rss;
-  return { addedRssMiB: mib(added), childProcessesMiB: mib(children), addedHeapMiB: mib(after.heapUsed - before.heapUsed), rssMiB: mib(after.rss), compaction, deleted };
+  const addedByMapping = { code: mappedAfter.code - mappedBefore.code, jit: mappedAfter.jit - mappedBefore.jit, rest: mappedAfter.rest - mappedBefore.rest };
+  return { addedRssMiB: mib(added), childProcessesMiB: mib(children), addedHeapMiB: mib(after.heapUsed - before.heapUsed), addedHeapCapacityMiB: mib(capacityAfter - capacityBefore), addedByMapping, rssMiB: mib(after.rss), compaction, deleted };
 }
 
 /** The directories a session touching `ids` holds: each one's walk up to the root, at most maxDepth (10) levels above it. */

@@ -86,6 +86,8 @@ const rss = rssRuns.sort((a, b) => a.addedRssMiB - b.addedRssMiB)[Math.floor((rs
 const control = await probe("RSS control: the same steps without the plugin", { mode: "rss", root: large.root, touched: 2000, control: true });
 const pluginRss = rss && control ? rss.addedRssMiB - control.addedRssMiB : NaN;
 const baselineRss = await probe("RSS of loader (b): the same steps with the stat-cache loader instead of the plugin", { mode: "rss", root: large.root, touched: 2000, baseline: true });
+/** Added RSS of one kind of mapping, with the plugin / the control / loader (b). */
+const byKind = (kind: string) => [rss, control, baselineRss].map((run) => (run ? f(run.addedByMapping[kind], 1) : "?")).join(" / ");
 const modes: Json = {};
 for (const delivery of ["stable", "system"] as const) {
   const label = `freshness (1,000 edits) and the 60-step session, delivery "${delivery}"`;
@@ -244,7 +246,11 @@ garbage and reads RSS again, plus the RSS of any process the plugin started: +${
 processes ${f(rss.childProcessesMiB, 1)} MiB, JS heap +${f(rss.addedHeapMiB, 1)} MiB). A control process doing the same steps with no plugin (the
 harness's own allocations) adds ${f(control.addedRssMiB, 1)} MiB, so the plugin adds **${f(pluginRss, 1)} MiB**.${baselineRss ? ` For scale, the
 stat-cache loader (b) doing the same steps in place of the plugin (one process, reading the same chains, holding only
-their text) adds ${f(baselineRss.addedRssMiB - control.addedRssMiB, 1)} MiB (JS heap +${f(baselineRss.addedHeapMiB, 1)} MiB).` : ""}` : "An RSS probe failed."}
+their text) adds ${f(baselineRss.addedRssMiB - control.addedRssMiB, 1)} MiB (JS heap +${f(baselineRss.addedHeapMiB, 1)} MiB).` : ""}${rss.addedByMapping.code + rss.addedByMapping.jit + rss.addedByMapping.rest > 0 ? `
+By kind of mapping (\`/proc/self/smaps\`), with the plugin / the control / loader (b): code pages of Bun's executable and
+its libraries +${byKind("code")} MiB (Bun's own code that the work pages in: its JIT compilers, FFI, spawning, hashing), JIT code
++${byKind("jit")} MiB, and the rest +${byKind("rest")} MiB: the JS heap (with the plugin its capacity grew by ${f(rss.addedHeapCapacityMiB, 1)} MiB
+for ${f(rss.addedHeapMiB, 1)} MiB in use) and what the allocators keep of the steps' garbage.` : ""}` : "An RSS probe failed."}
 ${rss?.compaction ? `
 Then (after its RSS is read) each run hands that 2,000-directory session's compaction copy (\`compactionTokens\` 1,000) to the
 summarizer twice; no target, the hook's time and the largest event-loop stall while it ran, measured as at start-up
