@@ -174,9 +174,9 @@ export class Engine {
   /**
    * Builds the worktree's catalog (always, agent, manual and rule files) in the background, once the
    * steps leave the event loop alone (quietMoment); no step waits for it but one that needs it (see
-   * fresh). `loadLibraries` (gray-matter and the like, each in a task of its own) starts then too, and
-   * the catalog's reads wait for it: a step does not, as the frontmatter most files have is read
-   * without them (frontmatter.ts). git's settings of ignoring are asked at once: until the catalog is
+   * fresh). `loadLibraries` (gray-matter and the like, each in a task of its own) runs when the catalog
+   * meets the first file whose frontmatter needs them, before it parses that file: a worktree whose
+   * frontmatter is all of the plain shape read without them (frontmatter.ts) never loads them. git's settings of ignoring are asked at once: until the catalog is
    * built, they and the .gitignore files on the way judge what a step reads.
    */
   startCatalog(loadLibraries?: () => Promise<void>): void {
@@ -188,7 +188,7 @@ export class Engine {
     // Not built at all when the plugin is disposed while it waits for a quiet moment. Its module (with
     // the ranking and its stemmer) loads then too: a first step does not need it, and starts sooner.
     this.catalogReady = this.quietMoment().then(async () => (this.disposed ? undefined : (await import("./rules/catalog.ts")).Catalog.build({
-      readsAfter: loadLibraries?.(),
+      ...(loadLibraries === undefined ? {} : { loadLibraries }),
       basis,
       worktree: this.store.realRoot,
       fileNames: options.fileNames,

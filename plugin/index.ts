@@ -43,8 +43,8 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
     const worktree = typeof input.worktree === "string" && input.worktree !== "" && input.worktree !== "/" ? input.worktree : directory;
     const engine = await Engine.create({ directory, worktree, options, log, client: input.client });
     log.log("info", `project-context ${VERSION} started: worktree ${worktree}, delivery ${options.delivery}, watcher ${engine.store.events ?? "off"}, records ${engine.records?.dir ?? "off"}`);
-    // The libraries load with the worktree's catalog, in the background once steps leave the loop
-    // alone; a session's first step waits for git's settings of ignoring only.
+    // The libraries load with the worktree's catalog (in the background once steps leave the loop
+    // alone) if a file needs them; a session's first step waits for git's settings of ignoring only.
     engine.startCatalog(() => warmUp(log));
     // The token bound's table (a 1.1 MB file, 1-2 ms) is wanted by a session's first block: it loads
     // in a task of its own now, while a first message waits for git's settings, not inside that block.
@@ -69,9 +69,9 @@ export const ProjectContext: Plugin = async (input: PluginInput, rawOptions?: Re
 /**
  * The libraries a step would otherwise load in one go (gray-matter with js-yaml and esprima, 20-35
  * ms) are loaded in the background, each in an event-loop task of its own, so that no task of the
- * plugin blocks OpenCode for long; the catalog's reads wait for them. A step reads most frontmatter
- * without gray-matter (frontmatter.ts): one that meets another shape before the loads are done
- * loads it there and then.
+ * plugin blocks OpenCode for long: by the catalog, before the first file whose frontmatter needs them.
+ * A step reads most frontmatter without gray-matter (frontmatter.ts): one that meets another shape
+ * before the loads are done (or in a worktree that had none) loads it there and then.
  */
 async function warmUp(log: Logger): Promise<void> {
   await preload(WARM_FRONTMATTER, warn(log));

@@ -1,4 +1,4 @@
-import { lazy, requireFrom } from "../libraries.ts";
+import { requireFrom } from "../libraries.ts";
 
 /** The keys that make a leading `---` block frontmatter: this plugin's own, and those of peers' rule files. */
 export const KNOWN_KEYS: ReadonlySet<string> = new Set([
@@ -73,11 +73,13 @@ const SAFE_OPTIONS = Object.freeze({
 
 type Matter = (input: string, options: object) => { data: unknown };
 
+let matter: Matter | undefined;
 /**
  * gray-matter (with js-yaml and esprima, 20-35 ms to load): loaded on the first block simpleYaml does
- * not read, or warmed in tasks of its own at start-up's first quiet moment (WARM_FRONTMATTER).
+ * not read, or before it in tasks of its own (WARM_FRONTMATTER) by the worktree's catalog, which
+ * meets every context file's frontmatter first (needsMatter).
  */
-const loadMatter = lazy(() => requireFrom()("gray-matter") as Matter);
+const loadMatter = (): Matter => (matter ??= requireFrom()("gray-matter") as Matter);
 
 /**
  * Loads gray-matter now, so that the first file with frontmatter does not pay for it inside a step:
@@ -175,14 +177,10 @@ function simpleValue(text: string): unknown {
  *   tokens. One that does not parse and shows no such sign is prose, and stays.
  */
 export function parseFrontmatter(text: string): ParsedText {
-  const block = BLOCK.exec(text);
-  if (block === null) return { body: text, frontmatter: NONE };
-  const language = block[1] ?? "";
-  const inner = block[2] ?? "";
-  // A line inside starting with `---` would end the block early for gray-matter (and starts a second
-  // YAML document): not a single mapping, so content.
-  if (inner.startsWith("---") || inner.includes("\n---")) return { body: text, frontmatter: NONE };
-  const body = text.slice(block[0].length);
+  const block = blockOf(text);
+  if (block === undefined) return { body: text, frontmatter: NONE };
+  const { language, inner } = block;
+  const body = text.slice(block.length);
   let data: unknown = language === "" ? simpleYaml(inner) : undefined;
   try {
     // gray-matter sees exactly the block, so it and BLOCK agree on where it ends. Options (never
@@ -195,6 +193,29 @@ export function parseFrontmatter(text: string): ParsedText {
   }
   if (!isMapping(data) || !Object.keys(data).some((key) => KNOWN_KEYS.has(key))) return { body: text, frontmatter: NONE };
   return { body, frontmatter: Object.freeze({ ...data }) };
+}
+
+/** The closed leading block parseFrontmatter looks at: its language tag, its lines, and its length with the delimiters. */
+function blockOf(text: string): { language: string; inner: string; length: number } | undefined {
+  const block = BLOCK.exec(text);
+  if (block === null) return undefined;
+  const inner = block[2] ?? "";
+  // A line inside starting with `---` would end the block early for gray-matter (and starts a second
+  // YAML document): not a single mapping, so content.
+  if (inner.startsWith("---") || inner.includes("\n---")) return undefined;
+  return { language: block[1] ?? "", inner, length: block[0].length };
+}
+
+/**
+ * Whether parsing a file that starts with `text` (all of it, or a head cut short: `truncated`) would
+ * load gray-matter now: it is not loaded yet, and the file opens with a block simpleYaml does not read
+ * (a language tag, another shape of YAML), or with a block the head does not show closed.
+ */
+export function needsMatter(text: string, truncated: boolean): boolean {
+  if (matter !== undefined) return false;
+  const block = blockOf(text);
+  if (block === undefined) return truncated && OPENER.test(text) && !BLOCK.test(text);
+  return block.language !== "" || simpleYaml(block.inner) === undefined;
 }
 
 function isMapping(value: unknown): value is Record<string, unknown> {

@@ -2,7 +2,7 @@ import { lstatSync, watch, type FSWatcher } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import type { FileVersion } from "../files/contained.ts";
 import { decodeText, RACY_MS, readContained, readContainedHead } from "../files/contained.ts";
-import { parseFrontmatter } from "../files/frontmatter.ts";
+import { needsMatter, parseFrontmatter } from "../files/frontmatter.ts";
 import { buildWorktreeIndex, contextNamesOf, type IgnoreBasisResult, type WorktreeIndex } from "../files/worktree-index.ts";
 import type { Logger } from "../log.ts";
 import { relativePosix, statPrint } from "../paths.ts";
@@ -19,8 +19,12 @@ export interface CatalogOptions {
   readonly maxFileBytes: number;
   readonly watch: boolean;
   readonly log: Logger;
-  /** The reads wait for this (start-up's library loads): the index is listed meanwhile, and no read loads a library in one go. */
-  readonly readsAfter?: Promise<unknown>;
+  /**
+   * Loads what frontmatter of another shape than simpleYaml's needs (gray-matter), in tasks of their
+   * own: called when the build meets the first file that needs it, before that file is parsed, so that
+   * no read loads a library in one go. A worktree without such a file never loads it.
+   */
+  readonly loadLibraries?: () => Promise<void>;
   /** git's settings of ignoring, asked for already (see readIgnoreBasis). */
   readonly basis?: Promise<IgnoreBasisResult>;
   /** Before each slice of reads: a promise to wait for while steps are reading (they come first), else undefined. */
@@ -37,6 +41,8 @@ export interface Entry {
   readonly print: string;
 }
 
+/** What `read` gives, while the catalog is built, for a file it reads once the libraries are loaded. */
+const LATER = Symbol("later");
 /** What a racy entry's print says: no stat ever prints this, so the next refresh reads the file again. */
 const RACY_PRINT = "racy";
 /** Bytes of a context file read to learn its include mode (frontmatter is a file's first lines). */
@@ -64,6 +70,8 @@ export class Catalog {
   private disposed = false;
   /** When the last refresh began: it has every change saved before then. */
   private refreshedAt = -Infinity;
+  /** While the catalog is built and until a file needs them: what loads the libraries (options.loadLibraries). */
+  private loadLibraries: (() => Promise<void>) | undefined;
 
   private constructor(
     private readonly options: CatalogOptions,
@@ -71,6 +79,7 @@ export class Catalog {
   ) {
     const names = contextNamesOf(options.fileNames);
     this.names = new Set([...names.base, ...names.override, ...names.local]);
+    this.loadLibraries = options.loadLibraries;
   }
 
   static async build(options: CatalogOptions): Promise<Catalog> {
@@ -87,7 +96,6 @@ export class Catalog {
     } catch (error) {
       options.log.once("index:failed", "warn", `worktree index: could not be built (${String(error)}); always, agent and manual files are not found`);
     }
-    await options.readsAfter;
     // Each slice in an event-loop task of its own, after the steps reading then: woken as a step
     // ends, a slice would otherwise run in that step's task and lengthen it.
     const turn = async (): Promise<void> => {
@@ -109,8 +117,17 @@ export class Catalog {
         sliceEnd = performance.now() + SLICE_MS;
       }
       // The index lists only files that may load: no need to ask it again for each.
-      catalog.consider(join(options.worktree, rel), true);
+      const path = join(options.worktree, rel);
+      if (catalog.consider(path, true, catalog.loadLibraries !== undefined)) continue;
+      // The first file whose frontmatter needs gray-matter: it loads now, then the file is read.
+      const load = catalog.loadLibraries;
+      catalog.loadLibraries = undefined;
+      await load?.();
+      await turn();
+      sliceEnd = performance.now() + SLICE_MS;
+      catalog.consider(path, true);
     }
+    catalog.loadLibraries = undefined;
     if (options.watch) catalog.watchAll(index?.files ?? []);
     return catalog;
   }
@@ -163,29 +180,37 @@ export class Catalog {
     this.watchers.clear();
   }
 
-  /** Reads `path` again if it may be an entry, and keeps it, changes it or lets it go. */
-  private consider(path: string, listed = false): void {
+  /**
+   * Reads `path` again if it may be an entry, and keeps it, changes it or lets it go; false (and
+   * nothing changed) when `deferring` and its frontmatter needs a library not loaded yet.
+   */
+  private consider(path: string, listed = false, deferring = false): boolean {
     const before = this.entries.get(path);
-    const entry = this.read(path, listed);
+    const entry = this.read(path, listed, deferring);
+    if (entry === LATER) return false;
     // Same bytes, same entry: an event on an unchanged file re-rules no session. What stat says now is
     // kept, or a touched-only change (mtime) would have refresh() read the file again at every step.
     if (entry?.file.sha256 === before?.file.sha256 && entry?.file.path === before?.file.path) {
       if (entry !== undefined && before !== undefined && entry.print !== before.print) this.entries.set(path, { ...before, print: entry.print });
-      return;
+      return true;
     }
     if (entry === undefined) this.entries.delete(path);
     else this.entries.set(path, entry);
     this.ranker = undefined;
     this.version++;
+    return true;
   }
 
-  private read(path: string, listed: boolean): Entry | undefined {
+  private read(path: string, listed: boolean, deferring: boolean): Entry | undefined | typeof LATER {
     if (!listed && this.index !== undefined && !this.index.mayLoad(relativePosix(this.options.worktree, path))) return undefined;
     // Stat before the read, as the store signs a directory before reading it: an edit in between shows at the next refresh.
     const startedAt = Date.now();
     const print = statPrint(path);
     const rule = !this.names.has(basename(path));
-    if (!rule && !this.headMayLoad(path)) return undefined;
+    // A rule file is read whole anyway: its head only to learn whether the libraries must load first.
+    const head = rule && !deferring ? undefined : this.frontmatterHead(path);
+    if (deferring && head !== undefined && needsMatter(head.text, head.truncated)) return LATER;
+    if (!rule && (head === undefined || !textMayLoad(head.text, head.truncated))) return undefined;
     const outcome = readContained(path, dirname(path), this.options.worktree, this.options.maxFileBytes);
     if (outcome.kind !== "file") return undefined;
     let contract = readContract(outcome.version.frontmatter);
@@ -198,17 +223,17 @@ export class Catalog {
   }
 
   /**
-   * Whether a context file may load by more than a touch, from one read of its head: only a file that
-   * starts with frontmatter can say so, and most files do not (nor say more than `touched` when they
-   * do), so most cost this read alone: no hashing, and no decoding without frontmatter. The read is
-   * contained as any: a symlink leading out, a FIFO or a directory is refused.
+   * The head of a file that starts with frontmatter, from one read: only such a context file can load by
+   * more than a touch (textMayLoad), and most files do not start so, so most cost this read alone: no
+   * hashing, and no decoding without frontmatter. The read is contained as any: a symlink leading out,
+   * a FIFO or a directory is refused.
    */
-  private headMayLoad(path: string): boolean {
+  private frontmatterHead(path: string): { text: string; truncated: boolean } | undefined {
     const head = readContainedHead(path, this.options.worktree, HEAD_BYTES);
-    if (head.kind !== "head" || !startsWithDashes(head.bytes)) return false;
+    if (head.kind !== "head" || !startsWithDashes(head.bytes)) return undefined;
     // A head that is binary or not UTF-8 makes no context file.
     const text = decodeText(head.bytes, head.truncated);
-    return text.kind === "text" && textMayLoad(text.text, head.truncated);
+    return text.kind === "text" ? { text: text.text, truncated: head.truncated } : undefined;
   }
 
   private watchAll(rels: readonly string[]): void {
@@ -262,9 +287,13 @@ export function textMayLoad(text: string, truncated: boolean): boolean {
   return !told || readContract(frontmatter).include !== "touched";
 }
 
-/** Frontmatter opens with `---` as a file's first bytes. */
+/**
+ * Frontmatter opens with `---` as a file's first bytes, after a UTF-8 byte order mark if any: decodeText
+ * drops the mark, and so does the read that parses the whole file.
+ */
 function startsWithDashes(bytes: Uint8Array): boolean {
-  return bytes[0] === DASH && bytes[1] === DASH && bytes[2] === DASH;
+  const at = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0;
+  return bytes[at] === DASH && bytes[at + 1] === DASH && bytes[at + 2] === DASH;
 }
 
 /** One ranker doc per file version: the ranker indexes each doc object once. */
