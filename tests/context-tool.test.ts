@@ -350,6 +350,18 @@ describe("what review found, fixed", () => {
     expect(await contextTool(plugin, "ses_f", { action: "update", path: "services/api/AGENTS.md", section: "A", content: "include: manual\n---\n" })).toContain("would change the file's frontmatter");
   });
 
+  test("update of a file whose frontmatter is a YAML alias bomb (9^12 strings if expanded) answers at once and keeps its frontmatter", async () => {
+    await using setup = await withRecords();
+    const { plugin } = setup;
+    const levels = Array.from({ length: 12 }, (_, i) => `a${i + 1}: &a${i + 1} [${Array(9).fill(`*a${i}`).join(",")}]`);
+    const head = `---\ninclude: always\na0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n${levels.join("\n")}\n---\n`;
+    const path = join(plugin.root, "services/api/AGENTS.md");
+    await writeFile(path, `${head}## A\nnote\n`);
+    // The test's own timeout is the bound: comparing the two frontmatters as JSON ran out of memory after 20 s.
+    expect(await contextTool(plugin, "ses_bomb", { action: "update", path: "services/api/AGENTS.md", section: "A", content: "new note" })).toContain('replaced the section "A"');
+    expect(await readFile(path, "utf8")).toBe(`${head}## A\nnew note\n`);
+  }, 5_000);
+
   test("stable delivery: a file unloaded then loaded again is sent again", async () => {
     await using setup = await withRecords();
     const { plugin } = setup;

@@ -19,17 +19,24 @@ const MAX_SECTION_TITLE = 200;
 export function spliceSection(raw: string, title: string, content: string): Splice {
   const spliced = splice(raw, title, content);
   // Whatever the content, the frontmatter stays what it was (and none appears where there was none).
-  if ("text" in spliced && JSON.stringify(parseFrontmatter(spliced.text).frontmatter) !== JSON.stringify(parseFrontmatter(raw).frontmatter)) {
+  if ("text" in spliced && frontmatterBlock(spliced.text) !== frontmatterBlock(raw)) {
     return { error: "the result would change the file's frontmatter, which this tool never edits" };
   }
   return spliced;
 }
 
+/**
+ * The frontmatter block `text` opens with, as written ("" when none): the same block gives the same
+ * frontmatter. Compared as text, not as what it parses to: YAML aliases can make a 1 KB block a value
+ * whose JSON is exponentially large (a tool call once held the event loop 20 s to an out-of-memory error).
+ */
+const frontmatterBlock = (text: string): string => text.slice(0, text.length - parseFrontmatter(text).body.length);
+
 function splice(raw: string, title: string, content: string): Splice {
   const wanted = title.trim();
   if (wanted === "" || wanted.length > MAX_SECTION_TITLE || /[\r\n]/.test(wanted)) return { error: `section must be one line of 1-${MAX_SECTION_TITLE} characters (a heading's text, without the #s)` };
-  const { body } = parseFrontmatter(raw);
-  const head = raw.endsWith(body) ? raw.slice(0, raw.length - body.length) : "";
+  const head = frontmatterBlock(raw);
+  const body = raw.slice(head.length);
   const found = sectionsOf(body).byName.get(sectionName(`# ${wanted}`));
   const level = found?.level ?? 2;
   const shape = outline(content);
