@@ -438,13 +438,14 @@ describe("1,000 sessions created, stepped and deleted", () => {
         { op: "churn", sessions: 50, dirs: pick(0), prefix: "warm-" },
         { op: "churn", sessions: 50, dirs: pick(1), prefix: "warm2-" },
         { op: "memory" },
-        { op: "inotify" },
+        // A deleted session's watches go in slices, in the background: bounded waits for them to go.
+        { op: "waitWatches", max: 1, timeoutMs: 3000 },
       ];
       for (let block = 0; block < 10; block++) ops.push({ op: "churn", sessions: 100, dirs: pick(block + 2), prefix: `s${block}-` });
       // A live session holds watches (the positive control), and lets them go when deleted.
       for (const dir of dirs) ops.push({ op: "touch", session: "live", tool: "read", args: { filePath: `${dir}/x.ts` } });
       ops.push({ op: "step", session: "live" }, { op: "waitWatches", min: 10, timeoutMs: 3000 }, { op: "delete", session: "live" });
-      ops.push({ op: "memory" }, { op: "inotify" }, { op: "dispose" }, { op: "inotify" });
+      ops.push({ op: "memory" }, { op: "waitWatches", max: 1, timeoutMs: 3000 }, { op: "dispose" }, { op: "inotify" });
       const run = await runChild({ root, ops }, { timeoutMs: 60_000 });
       expect(run.stderr).toBe("");
       expect(run.exitCode).toBe(0);

@@ -42,7 +42,8 @@ export type Op =
   /** Records the inotify watches this process holds (read from /proc/self/fdinfo). */
   | { op: "inotify" }
   /** Waits until this process holds at least `min` inotify watches (the watcher has scanned). */
-  | { op: "waitWatches"; min: number; timeoutMs: number }
+  /** Waits (bounded) until the process holds at least `min` and at most `max` inotify watches, then reports them. */
+  | { op: "waitWatches"; min?: number; max?: number; timeoutMs: number }
   /** Creates `path` (absolute): tells the test this point was reached. */
   | { op: "signal"; path: string }
   /** Waits until `path` (absolute) exists: the test did its part. */
@@ -181,7 +182,8 @@ async function main(): Promise<void> {
         break;
       case "waitWatches": {
         const deadline = performance.now() + op.timeoutMs;
-        while (inotify().watches < op.min && performance.now() < deadline) await Bun.sleep(2);
+        const within = (watches: number) => watches >= (op.min ?? 0) && watches <= (op.max ?? Infinity);
+        while (!within(inotify().watches) && performance.now() < deadline) await Bun.sleep(2);
         events.push({ op: "inotify", ...inotify() });
         break;
       }
