@@ -57,6 +57,8 @@ export const MAX_DESCRIPTION_CHARS = 300;
 const MAX_MATCH_PATH_CHARS = 4096;
 /** A value in a log line. */
 const MAX_SHOWN_CHARS = 80;
+/** Unknown keys a contract names at most (for `explain`). */
+const MAX_UNKNOWN_KEYS = 10;
 
 export const DEFAULT_CONTRACT: Contract = Object.freeze({
   include: "touched",
@@ -207,7 +209,11 @@ function buildContract(frontmatter: Frontmatter): Contract {
     priority: priority?.value ?? DEFAULT_CONTRACT.priority,
     merge: merge?.value ?? DEFAULT_CONTRACT.merge,
     watch: watch?.value.globs ?? DEFAULT_CONTRACT.watch,
-    unknownKeys: Object.keys(frontmatter).filter((key) => !KNOWN_KEYS.has(key)),
+    // The first few, each cut: a file can hold thousands of keys, and a key can be as long as its file.
+    unknownKeys: Object.keys(frontmatter)
+      .filter((key) => !KNOWN_KEYS.has(key))
+      .slice(0, MAX_UNKNOWN_KEYS)
+      .map((key) => cut(key, MAX_SHOWN_CHARS)),
     problems: problems.map((problem) => Object.freeze(problem)),
   });
   compiled.set(contract, { paths: pathsApply ? paths.value.set : undefined, watch: watch?.value.set });
@@ -268,10 +274,18 @@ function splitList(text: string): string[] {
   const items: string[] = [];
   let depth = 0;
   let start = 0;
+  // False from a `[` that closes no class up to the next `/` (where classEnd stops): no `[` in between
+  // can close one either, and looking again from each made 100,000 of them a 10 s scan.
+  let closable = true;
   for (let at = 0; at < text.length; at++) {
     const char = text[at];
     if (char === "\\") at++;
-    else if (char === "[") at = Math.max(at, classEnd(text, at));
+    else if (char === "/") closable = true;
+    else if (char === "[" && closable) {
+      const end = classEnd(text, at);
+      if (end === -1) closable = false;
+      else at = end;
+    }
     else if (char === "{") depth++;
     else if (char === "}" && depth > 0) depth--;
     else if (char === "," && depth === 0) {

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { createRequire } from "node:module";
-import { parseFrontmatter, simpleYaml } from "../../plugin/files/frontmatter.ts";
+import { cutInsideFrontmatter, parseFrontmatter, simpleYaml } from "../../plugin/files/frontmatter.ts";
 
 describe("frontmatter: a leading block is frontmatter only as a mapping with a known key", () => {
   test("a mapping with a known key is stripped and returned", () => {
@@ -108,6 +108,25 @@ describe("frontmatter: plain mappings read without gray-matter", () => {
     // The generator mostly makes blocks it reads: the property is not vacuous.
     expect(read).toBeGreaterThan(1_500);
   });
+
+  test("a long run of blanks after the opening --- is read in linear time, with or without a language tag", () => {
+    // Two runs of blanks around an optional tag made the engine try every split of the run: 16 s for 120,000 spaces.
+    const run = " ".repeat(120_000);
+    for (const text of [`---${run}1\n# Root\n`, `---${run}\n# Root\n`, `---${run}json${run}1\n`]) expect(parseFrontmatter(text)).toEqual({ body: text, frontmatter: {} });
+    expect(cutInsideFrontmatter(`---${run}1\ninclude: always\n`)).toBe(false);
+    expect(cutInsideFrontmatter(`---yaml${run}\ninclude: always\n`)).toBe(true);
+    expect(parseFrontmatter(`---json${run}\n{"root": true}\n---\nx`)).toEqual({ body: "x", frontmatter: { root: true } });
+  }, 2_000);
+
+  test("a block with more than 64 YAML aliases is not parsed: js-yaml would make a key of a list of 20,000 aliases a 1.2 GB string", () => {
+    const aliases = (n: number) => Array.from({ length: n }, () => "*s").join(",");
+    const hostile = `---\ninclude: always\ns: &s ${"x".repeat(60_000)}\n? [${aliases(20_000)}]\n: 1\n---\n# Body\n`;
+    expect(parseFrontmatter(hostile)).toEqual({ body: "# Body\n", frontmatter: {}, error: "uses more than 64 YAML aliases" });
+    const bomb = `---\ninclude: always\na0: &a0 ["lol"]\n${Array.from({ length: 12 }, (_, i) => `a${i + 1}: &a${i + 1} [${Array(9).fill(`*a${i}`).join(",")}]`).join("\n")}\n---\nx`;
+    expect(parseFrontmatter(bomb).error).toBe("uses more than 64 YAML aliases");
+    // 64 are read as YAML reads them.
+    expect(parseFrontmatter(`---\ninclude: always\ns: &s x\nlist: [${aliases(64)}]\n---\nx`).frontmatter).toEqual({ include: "always", s: "x", list: Array(64).fill("x") });
+  }, 2_000);
 
   test("long runs of spaces where a value ends are read as gray-matter reads them, in linear time", () => {
     // A context file is read up to maxFileBytes (128 KiB): a run that long took the quadratic first
