@@ -176,8 +176,9 @@ export class Engine {
    * steps leave the event loop alone (quietMoment); no step waits for it but one that needs it (see
    * fresh). `loadLibraries` (gray-matter and the like, each in a task of its own) runs when the catalog
    * meets the first file whose frontmatter needs them, before it parses that file: a worktree whose
-   * frontmatter is all of the plain shape read without them (frontmatter.ts) never loads them. git's settings of ignoring are asked at once: until the catalog is
-   * built, they and the .gitignore files on the way judge what a step reads.
+   * frontmatter is all of the plain shape read without them (frontmatter.ts) never loads them. git's
+   * settings of ignoring are asked at once: until the catalog is built, they and the .gitignore files
+   * on the way judge what a step reads.
    */
   startCatalog(loadLibraries?: () => Promise<void>): void {
     const { options, log } = this.settings;
