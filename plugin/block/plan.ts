@@ -1,5 +1,5 @@
 import { HEADING, layout, LINE, PARAGRAPH, type Doc, type Layout } from "./doc.ts";
-import { BLOCK_CLOSE, blockHead, cutTail, deletedNotice, leftOutList, MAX_NAMED, sectionHead, WHOLE_TAIL, type Left } from "./render.ts";
+import { BLOCK_CLOSE, blockHead, cutTail, deletedNotice, leftOutListOf, MAX_NAMED, sectionHead, WHOLE_TAIL, type Left } from "./render.ts";
 
 /**
  * Budget planning: which files go into a block whole, which are cut where, which are only named.
@@ -134,6 +134,14 @@ export function headCost(doc: Doc, updated: boolean, frame: (text: string) => nu
 
 const OMITTED = -1;
 
+/** Docs a list is weighed without (see listCost): which, how many of them are left out, and their tokens. */
+interface Skip {
+  has(i: number): boolean;
+  readonly count: number;
+  readonly tokens: number;
+}
+const NO_SKIP: Skip = Object.freeze({ has: () => false, count: 0, tokens: 0 });
+
 /** What cutting a doc needs: made only for the docs the plan considers cutting (most of a large hierarchy is only named). */
 interface Counted {
   readonly doc: Doc;
@@ -182,10 +190,26 @@ function planExactly(input: PlanInput, fixed: number, heads: readonly number[], 
   // up, see fitNames), a block's MAX_NAMED.
   const mostNamed = kind === "compaction" ? items.length : MAX_NAMED;
   let named = kind === "compaction" ? 0 : MAX_NAMED;
-  const listCost = (isLeft = (i: number) => kept[i] === OMITTED) => {
-    const left: Left[] = [];
-    items.forEach(({ doc }, i) => isLeft(i) && left.push({ rel: doc.rel, tokens: total(i) }));
-    return left.length > 0 ? frame(leftOutList(kind, left, named)) : 0;
+  // The left-out docs' count and tokens, kept as the state changes: a plan weighs the list many
+  // times, and listing every doc each time was quadratic (a new session's first block with 3,000
+  // always files: 1.9 s of blocked loop, 0.5 s since).
+  let leftCount = items.length;
+  let leftTokens = sum(totals);
+  /**
+   * What the list costs with the left-out docs but those `skip` holds (weighed as shown; `count` and
+   * `tokens` are theirs): the first `named` by a scan from the top, the rest only counted.
+   */
+  const listCost = (skip: Skip = NO_SKIP) => {
+    const count = leftCount - skip.count;
+    if (count <= 0) return 0;
+    const names: Left[] = [];
+    let namedTokens = 0;
+    for (let i = 0; i < items.length && names.length < named; i++) {
+      if (kept[i] !== OMITTED || skip.has(i)) continue;
+      names.push({ rel: items[i]!.doc.rel, tokens: total(i) });
+      namedTokens += total(i);
+    }
+    return frame(leftOutListOf(kind, names, count - names.length, leftTokens - skip.tokens - namedTokens));
   };
   let shownCost = 0;
   let list = listCost();
@@ -193,10 +217,14 @@ function planExactly(input: PlanInput, fixed: number, heads: readonly number[], 
   const isCut = (i: number) => kept[i]! > 0 && kept[i]! < size(i);
   /** Sets doc i to k; the list is recounted only when i joins or leaves it, and not at all for `batch`. */
   const set = (i: number, k: number, batch = false) => {
-    const relist = !batch && (kept[i] === OMITTED) !== (k === OMITTED);
+    const relist = (kept[i] === OMITTED) !== (k === OMITTED);
+    if (relist) {
+      leftCount += k === OMITTED ? 1 : -1;
+      leftTokens += k === OMITTED ? total(i) : -total(i);
+    }
     shownCost += cost(i, k) - cost(i, kept[i]!);
     kept[i] = k;
-    if (relist) list = listCost();
+    if (relist && !batch) list = listCost();
   };
 
   /** The latest legal k (size(i) = whole) costing at most `limit`, or OMITTED. */
@@ -212,7 +240,7 @@ function planExactly(input: PlanInput, fixed: number, heads: readonly number[], 
   /** Grows doc i as far as `cap` (its cost) and the budget allow; whether it grew. */
   const grow = (i: number, cap: number): boolean => {
     const current = kept[i]!;
-    const listAfter = current === OMITTED ? listCost((j) => j !== i && kept[j] === OMITTED) : list;
+    const listAfter = current === OMITTED ? listCost({ has: (j) => j === i, count: 1, tokens: total(i) }) : list;
     const k = best(i, Math.min(cap, budget - used() + cost(i, current) + list - listAfter));
     if (k <= current) return false;
     set(i, k);
@@ -272,14 +300,30 @@ function planExactly(input: PlanInput, fixed: number, heads: readonly number[], 
   /** Water-filling inside the tier that does not fit whole, then leftover handed round until nothing grows. */
   const fill = (tier: readonly number[]) => {
     const overheads = tier.map((i) => heads[i]! + frame(cutTail(items[i]!.doc.rel, total(i), counted(i).layout.lines[size(i)]!, false)));
+    // The first m docs of the tier, weighed as shown (out of the list), and their costs in order:
+    // both follow m down, each step by one doc.
+    const inShown = new Uint8Array(items.length);
+    const shown: Skip & { count: number; tokens: number } = { has: (i) => inShown[i] === 1, count: 0, tokens: 0 };
+    for (const i of tier) {
+      inShown[i] = 1;
+      if (kept[i] !== OMITTED) continue;
+      shown.count++;
+      shown.tokens += total(i);
+    }
+    const costs = tier.map((i) => wholes[i]!).sort((a, b) => a - b);
     for (let m = tier.length; m >= 1; m--) {
-      const shown = new Set(tier.slice(0, m));
-      const room = budget - fixed - shownCost - listCost((i) => kept[i] === OMITTED && !shown.has(i));
-      const level = waterLevel(room, [...shown].map((i) => wholes[i]!));
+      const room = budget - fixed - shownCost - listCost(shown);
+      const level = waterLevel(room, costs);
       if (tier.slice(0, m).every((i, at) => wholes[i]! <= level || level >= overheads[at]! + MIN_SHARE)) {
-        for (const i of shown) grow(i, level);
+        for (const i of tier.slice(0, m)) grow(i, level);
         break;
       }
+      const last = tier[m - 1]!;
+      inShown[last] = 0;
+      costs.splice(lastAtMost(costs, wholes[last]!), 1);
+      if (kept[last] !== OMITTED) continue;
+      shown.count--;
+      shown.tokens -= total(last);
     }
     for (let round = 0; round < MAX_ROUNDS; round++) {
       const open = tier.filter(isCut);
@@ -336,8 +380,8 @@ function planExactly(input: PlanInput, fixed: number, heads: readonly number[], 
   return result();
 }
 
-/** Largest k with prefix[k] <= value; -1 when value < 0. */
-function lastAtMost(prefix: Float64Array, value: number): number {
+/** Largest k with prefix[k] <= value (prefix ascending); -1 when value < prefix[0]. */
+function lastAtMost(prefix: ArrayLike<number>, value: number): number {
   let low = -1;
   let high = prefix.length - 1;
   while (low < high) {
@@ -348,9 +392,8 @@ function lastAtMost(prefix: Float64Array, value: number): number {
   return low;
 }
 
-/** The fair share: the largest level with sum(min(cost, level)) <= room (Infinity when all fit). */
-function waterLevel(room: number, costs: readonly number[]): number {
-  const sorted = [...costs].sort((a, b) => a - b);
+/** The fair share: the largest level with sum(min(cost, level)) <= room (Infinity when all fit); `sorted` ascending. */
+function waterLevel(room: number, sorted: readonly number[]): number {
   let rest = room;
   for (let j = 0; j < sorted.length; j++) {
     const share = Math.floor(rest / (sorted.length - j));

@@ -50,12 +50,16 @@ export interface Left {
 
 /** Files not in the block (in priority order), the first `named` by path, the rest as a count. */
 export function leftOutList(kind: BlockKind, left: readonly Left[], named: number): string {
-  const label = kind === "delivery" ? "pending (budget; sent in a later step)" : "not included (budget)";
-  const names = left.slice(0, named).map((entry) => `${escapeInline(entry.rel)} (${entry.tokens} tokens)`);
   const rest = left.slice(named);
-  if (rest.length > 0) {
-    const tokens = rest.reduce((total, entry) => total + entry.tokens, 0);
-    const files = `${rest.length} ${names.length > 0 ? "more " : ""}file${rest.length === 1 ? "" : "s"} (${tokens} tokens)`;
+  return leftOutListOf(kind, left.slice(0, named), rest.length, rest.reduce((total, entry) => total + entry.tokens, 0));
+}
+
+/** The same list from its named files and the count and tokens of the rest: what a planner weighing many lists keeps. */
+export function leftOutListOf(kind: BlockKind, named: readonly Left[], restCount: number, restTokens: number): string {
+  const label = kind === "delivery" ? "pending (budget; sent in a later step)" : "not included (budget)";
+  const names = named.map((entry) => `${escapeInline(entry.rel)} (${entry.tokens} tokens)`);
+  if (restCount > 0) {
+    const files = `${restCount} ${names.length > 0 ? "more " : ""}file${restCount === 1 ? "" : "s"} (${restTokens} tokens)`;
     names.push(names.length > 0 ? `and ${files}` : files);
   }
   return `[${label}: ${names.join(", ")}]\n`;
