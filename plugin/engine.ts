@@ -22,7 +22,7 @@ import type { ResolvedOptions } from "./options.ts";
 import { nextTurn } from "./turns.ts";
 import { applyRules, awaitedBy, CRITICAL_TIER, hasImports, type Ruled } from "./rules/apply.ts";
 import type { Catalog } from "./rules/catalog.ts";
-import { appliesToAgent, describeProblem, matchesWatch, readContract, type Contract } from "./rules/contract.ts";
+import { appliesToAgent, describeProblem, matchesWatch, readContract, type Contract, type MatchWork } from "./rules/contract.ts";
 import type { ImportRead } from "./rules/imports.ts";
 import { extendHierarchy, hierarchyOf, type Hierarchy } from "./session/hierarchy.ts";
 import { SYSTEM_CARRIER, type Held, type Session } from "./session/session.ts";
@@ -60,6 +60,13 @@ const HISTORY_TIMEOUT_MS = 3000;
 const MAX_STEER_READ = 64 * 1024;
 /** Files one `watch:` checks at most (each is one stat per check of the sessions that load it). */
 const MAX_WATCH_TARGETS = 256;
+/**
+ * Matching steps (see matchSequence) a step may spend on every watching file's globs against the
+ * worktree index, whose answers are kept until the index changes. Four ordinary globs over 10,000
+ * paths take 0.4 million; 256-character globs against deep paths of long names took 37 s for
+ * 2,002 paths, and stop here after about 60 ms (probe).
+ */
+const MAX_WATCH_WORK = 10_000_000;
 /** Framing a critical file's section may cost (path, tags, a notice): generous, as its only use is to keep such files whole. */
 const CRITICAL_FRAME_TOKENS = 64;
 /** Real paths of touched files remembered at most (sessions hold up to maxTouchedDirs paths each). */
@@ -101,7 +108,7 @@ export class Engine {
   /** A context file override's name → the base name it replaces. */
   private readonly replaces: ReadonlyMap<string, string>;
   /** Each watching contract's targets, for the index listing they were matched against. */
-  private readonly targets = new WeakMap<Contract, { files: readonly string[] | undefined; targets: readonly string[]; capped: boolean }>();
+  private readonly targets = new WeakMap<Contract, { files: readonly string[] | undefined; targets: readonly string[]; capped: "targets" | "work" | undefined }>();
   /** The worktree's always, agent and manual files; undefined until its index is built. */
   private catalog: Catalog | undefined;
   private catalogReady: Promise<void> | undefined;
@@ -722,15 +729,20 @@ export class Engine {
   private checkWatches(session: Session, ruled: Ruled): void {
     if (ruled.watchers.length === 0 && session.watched.size === 0) return;
     const watching = new Set<string>();
+    // One budget for every watcher matched now: a step's share of matching stays bounded whatever the globs and paths.
+    const work = { left: MAX_WATCH_WORK };
     for (const file of ruled.watchers) {
       const contract = readContract(file.frontmatter);
       watching.add(file.path);
       const before = session.watched.get(file.path);
       const now = new Map<string, string>();
-      const { targets, capped } = this.watchTargets(contract);
-      if (capped) {
+      const { targets, capped } = this.watchTargets(contract, work);
+      if (capped === "targets") {
         const message = `${file.rel}: its watch globs match more than ${MAX_WATCH_TARGETS} files; only the first ${MAX_WATCH_TARGETS} (in the worktree index's order) are watched`;
         this.settings.log.once(`watch-cap:${file.sha256}`, "warn", message);
+      } else if (capped === "work") {
+        const message = `${file.rel}: matching its watch globs against the worktree's files took too long (more than ${MAX_WATCH_WORK} steps in one step, with the other watching files); only the files matched before that are watched`;
+        this.settings.log.once(`watch-work:${file.sha256}`, "warn", message);
       }
       for (const rel of targets) now.set(rel, statPrint(join(this.store.realRoot, rel)));
       session.watched.set(file.path, now);
@@ -747,17 +759,22 @@ export class Engine {
   }
 
   /** The worktree-relative files a contract's `watch` globs name: context files of the index that match, and plain paths. */
-  private watchTargets(contract: Contract): { targets: readonly string[]; capped: boolean } {
+  private watchTargets(contract: Contract, work: MatchWork): { targets: readonly string[]; capped: "targets" | "work" | undefined } {
     const files = this.catalog?.index?.files;
     const known = this.targets.get(contract);
     if (known !== undefined && known.files === files) return known;
     const targets = new Set<string>();
-    let capped = false;
+    let capped: "targets" | "work" | undefined;
     for (const glob of contract.watch) if (!/[*?[\]{}!\\]/.test(glob)) targets.add(glob.replace(/^\.\//, ""));
     for (const rel of files ?? []) {
-      if (!matchesWatch(contract, rel) || targets.has(rel)) continue;
+      const matched = matchesWatch(contract, rel, work);
+      if (work.left < 0) {
+        capped = "work";
+        break;
+      }
+      if (!matched || targets.has(rel)) continue;
       if (targets.size >= MAX_WATCH_TARGETS) {
-        capped = true;
+        capped = "targets";
         break;
       }
       targets.add(rel);

@@ -413,6 +413,36 @@ describe("override notes", () => {
 });
 
 describe("watch past its cap", () => {
+  test("watch globs that take too long to match against the worktree's files stop at a step's matching budget, with one warning naming the file", async () => {
+    // Eight 256-character globs against paths of 14 levels of 250 characters: about 18 ms a path each
+    // time the index changes (a worst-case hunt: 37 s for 2,002 paths). Unbounded, these 600 paths
+    // take about 11 s and no warning comes.
+    const root = await realpath(await mkdtemp(join(tmpdir(), "w-")));
+    let plugin: Started | undefined;
+    try {
+      const globs = Array.from({ length: 8 }, (_, i) => `"**/*${"a".repeat(246)}${i}b"`).join(", ");
+      await writeFile(join(root, "AGENTS.md"), `---\nwatch: [${globs}]\n---\nROOT-RULE\n`);
+      const deep = join(root, ...Array.from({ length: 13 }, (_, i) => `${"a".repeat(249)}${String.fromCharCode(99 + (i % 20))}`));
+      for (let i = 0; i < 600; i++) {
+        await mkdir(join(deep, `${"a".repeat(240)}${String(i).padStart(10, "0")}`), { recursive: true });
+        await writeFile(join(deep, `${"a".repeat(240)}${String(i).padStart(10, "0")}`, "AGENTS.md"), `package ${i}\n`);
+      }
+      expect(spawnSync("git", ["init", "-q"], { cwd: root }).status).toBe(0);
+      plugin = await start(root, { delivery: "system" });
+      await plugin.stepUntil("ses_work", (text) => text?.includes("ROOT-RULE") === true, "the root file");
+      await waitFor(async () => {
+        await plugin!.step("ses_work");
+        return warnings(plugin!).some((line) => line.includes("watch globs against the worktree's files took too long"));
+      }, 6_000, "the matching budget's warning");
+      expect(warnings(plugin).filter((line) => line.includes("took too long"))).toEqual([
+        "AGENTS.md: matching its watch globs against the worktree's files took too long (more than 10000000 steps in one step, with the other watching files); only the files matched before that are watched",
+      ]);
+    } finally {
+      await plugin?.dispose();
+      await rm(root, { recursive: true, force: true });
+    }
+  }, 15_000);
+
   test("watch globs that match more than 256 files watch the first 256, with one warning naming the file", async () => {
     const root = await realpath(await mkdtemp(join(tmpdir(), "rules-watch-cap-")));
     let plugin: Started | undefined;

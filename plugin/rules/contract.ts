@@ -100,10 +100,15 @@ export function matchesPaths(contract: Contract, relToFileDir: string): boolean 
   return matchesGlobSet(globs, relToFileDir);
 }
 
-/** Whether a worktree-relative, `/`-separated path is one the file keeps an eye on. */
-export function matchesWatch(contract: Contract, relToWorktree: string): boolean {
+/** Steps of matching a caller allows itself (see matchSequence): once spent, every match is false. */
+export interface MatchWork {
+  left: number;
+}
+
+/** Whether a worktree-relative, `/`-separated path is one the file keeps an eye on (within `work`, when given). */
+export function matchesWatch(contract: Contract, relToWorktree: string, work?: MatchWork): boolean {
   const globs = compiledGlobs(contract).watch;
-  return globs !== undefined && matchesGlobSet(globs, relToWorktree);
+  return globs !== undefined && matchesGlobSet(globs, relToWorktree, work);
 }
 
 /** Listed in `agents` (when given) and not in `exclude_agents`: exclusion wins. Names match exactly. */
@@ -527,10 +532,10 @@ function readCodePoint(text: string, at: number): [code: number, next: number] {
   return [code, start + (code > 0xffff ? 2 : 1)];
 }
 
-function matchesGlobSet(globs: GlobSet, rel: string): boolean {
+function matchesGlobSet(globs: GlobSet, rel: string, work?: MatchWork): boolean {
   const segments = pathSegments(rel);
   if (segments === undefined) return false;
-  const matches = (pattern: Pattern): boolean => matchesPattern(pattern, segments);
+  const matches = (pattern: Pattern): boolean => matchesPattern(pattern, segments, work);
   return (globs.include.length === 0 || globs.include.some(matches)) && !globs.exclude.some(matches);
 }
 
@@ -545,11 +550,11 @@ function pathSegments(rel: string): (readonly number[])[] | undefined {
   return segments.map((segment) => Array.from(segment, (char) => char.codePointAt(0) ?? 0));
 }
 
-function matchesPattern(pattern: Pattern, segments: readonly (readonly number[])[]): boolean {
+function matchesPattern(pattern: Pattern, segments: readonly (readonly number[])[], work?: MatchWork): boolean {
   return matchSequence(pattern, segments.length, (segment) => segment === GLOBSTAR, (segment, at) => {
     const chars = segments[at] ?? [];
-    return segment !== GLOBSTAR && matchSequence(segment, chars.length, (token) => token === ANY_RUN, (token, i) => matchesChar(token, chars[i] ?? -1));
-  });
+    return segment !== GLOBSTAR && matchSequence(segment, chars.length, (token) => token === ANY_RUN, (token, i) => matchesChar(token, chars[i] ?? -1), work);
+  }, work);
 }
 
 function matchesChar(token: CharToken, code: number): boolean {
@@ -564,13 +569,15 @@ function matchesChar(token: CharToken, code: number): boolean {
  * the others one item each when `matchesAt` says so. Only the last run is ever backtracked into
  * (the parts between runs have fixed lengths, so their leftmost place is always the best), which
  * bounds the work by pattern length times `length`. Used for segments of a path and chars of one.
+ * Each step spends one of `work`, when given: a false answer once it is spent.
  */
-function matchSequence<T>(pattern: readonly T[], length: number, isRun: (token: T) => boolean, matchesAt: (token: T, at: number) => boolean): boolean {
+function matchSequence<T>(pattern: readonly T[], length: number, isRun: (token: T) => boolean, matchesAt: (token: T, at: number) => boolean, work?: MatchWork): boolean {
   let p = 0;
   let t = 0;
   let runP = -1;
   let runT = 0;
   while (t < length) {
+    if (work !== undefined && --work.left < 0) return false;
     const token = pattern[p];
     if (token !== undefined && isRun(token)) {
       runP = p++;
