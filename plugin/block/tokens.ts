@@ -225,7 +225,7 @@ export function textBound(text: string): number {
 // BUN_BE_BUN=1 makes it act as the bun CLI (Bun's documented switch); Node and plain bun ignore it.
 // ---------------------------------------------------------------------------------------------
 
-/** A child with no request for this long is let go; the next request starts a new one (~0.4 s). */
+/** A child with no request for this long is let go; the next request starts a new one (0.4-0.7 s: its process and the o200k tables). */
 const IDLE_MS = 2_000;
 /** Text per message: keeps each JSON encoding on the main thread well under a millisecond or two. */
 const MAX_MESSAGE_CHARS = 64 * 1024;
