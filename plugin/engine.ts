@@ -61,12 +61,12 @@ const MAX_STEER_READ = 64 * 1024;
 /** Files one `watch:` checks at most (each is one stat per check of the sessions that load it). */
 const MAX_WATCH_TARGETS = 256;
 /**
- * Matching steps (see matchSequence) a step may spend on every watching file's globs against the
- * worktree index, whose answers are kept until the index changes. Four ordinary globs over 10,000
- * paths take 0.4 million; 256-character globs against deep paths of long names took 37 s for
- * 2,002 paths, and stop here after about 60 ms (probe).
+ * Matching steps (see matchSequence) a watching file's globs may take against the worktree index
+ * (its answer is kept until the index changes). Four ordinary globs over 10,000 paths take 0.4
+ * million; 256-character globs against deep paths of long names took 37 s for 2,002 paths, and
+ * now a first system transform takes about 25 ms (probe).
  */
-const MAX_WATCH_WORK = 10_000_000;
+const MAX_WATCH_WORK = 2_000_000;
 /** Framing a critical file's section may cost (path, tags, a notice): generous, as its only use is to keep such files whole. */
 const CRITICAL_FRAME_TOKENS = 64;
 /** Real paths of touched files remembered at most (sessions hold up to maxTouchedDirs paths each). */
@@ -729,19 +729,17 @@ export class Engine {
   private checkWatches(session: Session, ruled: Ruled): void {
     if (ruled.watchers.length === 0 && session.watched.size === 0) return;
     const watching = new Set<string>();
-    // One budget for every watcher matched now: a step's share of matching stays bounded whatever the globs and paths.
-    const work = { left: MAX_WATCH_WORK };
     for (const file of ruled.watchers) {
       const contract = readContract(file.frontmatter);
       watching.add(file.path);
       const before = session.watched.get(file.path);
       const now = new Map<string, string>();
-      const { targets, capped } = this.watchTargets(contract, work);
+      const { targets, capped } = this.watchTargets(contract);
       if (capped === "targets") {
         const message = `${file.rel}: its watch globs match more than ${MAX_WATCH_TARGETS} files; only the first ${MAX_WATCH_TARGETS} (in the worktree index's order) are watched`;
         this.settings.log.once(`watch-cap:${file.sha256}`, "warn", message);
       } else if (capped === "work") {
-        const message = `${file.rel}: matching its watch globs against the worktree's files took too long (more than ${MAX_WATCH_WORK} steps in one step, with the other watching files); only the files matched before that are watched`;
+        const message = `${file.rel}: matching its watch globs against the worktree's files took too long (more than ${MAX_WATCH_WORK} steps); only the files matched before that are watched`;
         this.settings.log.once(`watch-work:${file.sha256}`, "warn", message);
       }
       for (const rel of targets) now.set(rel, statPrint(join(this.store.realRoot, rel)));
@@ -753,16 +751,19 @@ export class Engine {
         if (was === undefined || was === print) continue;
         session.notices.push(watchNotice(file.rel, rel, was === "-" ? "created" : print === "-" ? "deleted" : "changed"));
       }
-      for (const [rel, was] of before) if (!now.has(rel) && was !== "-") session.notices.push(watchNotice(file.rel, rel, "deleted"));
+      // Cut short, the match may stop before a file it reached last time: not a deletion.
+      if (capped !== "work") for (const [rel, was] of before) if (!now.has(rel) && was !== "-") session.notices.push(watchNotice(file.rel, rel, "deleted"));
     }
     for (const path of session.watched.keys()) if (!watching.has(path)) session.watched.delete(path);
   }
 
   /** The worktree-relative files a contract's `watch` globs name: context files of the index that match, and plain paths. */
-  private watchTargets(contract: Contract, work: MatchWork): { targets: readonly string[]; capped: "targets" | "work" | undefined } {
+  private watchTargets(contract: Contract): { targets: readonly string[]; capped: "targets" | "work" | undefined } {
     const files = this.catalog?.index?.files;
     const known = this.targets.get(contract);
     if (known !== undefined && known.files === files) return known;
+    // Each watching file its own budget: one file's globs never cut another's short.
+    const work: MatchWork = { left: MAX_WATCH_WORK };
     const targets = new Set<string>();
     let capped: "targets" | "work" | undefined;
     for (const glob of contract.watch) if (!/[*?[\]{}!\\]/.test(glob)) targets.add(glob.replace(/^\.\//, ""));

@@ -204,8 +204,8 @@ export function parseFrontmatter(text: string): ParsedText {
  * key, 2.4 GB of RSS, a second of blocked loop). Frontmatter has little use for any.
  */
 const MAX_ALIASES = 64;
-/** An alias as YAML starts one (after a blank, a flow indicator or a line start): `*` and a name. */
-const ALIAS = /(?:^|[\s,[{])\*[^\s,[\]{}]/g;
+/** An alias as YAML starts one (after a blank, a flow indicator, a key's colon or a line start): `*` and a name; one in a comment or a quoted string counts too. */
+const ALIAS = /(?:^|[\s,[{:])\*[^\s,[\]{}]/g;
 
 function usesManyAliases(inner: string): boolean {
   ALIAS.lastIndex = 0;

@@ -100,7 +100,7 @@ export function matchesPaths(contract: Contract, relToFileDir: string): boolean 
   return matchesGlobSet(globs, relToFileDir);
 }
 
-/** Steps of matching a caller allows itself (see matchSequence): once spent, every match is false. */
+/** Steps of matching a caller allows itself (see matchSequence): once spent (`left < 0`), answers mean nothing. */
 export interface MatchWork {
   left: number;
 }

@@ -124,6 +124,8 @@ describe("frontmatter: plain mappings read without gray-matter", () => {
     expect(parseFrontmatter(hostile)).toEqual({ body: "# Body\n", frontmatter: {}, error: "uses more than 64 YAML aliases" });
     const bomb = `---\ninclude: always\na0: &a0 ["lol"]\n${Array.from({ length: 12 }, (_, i) => `a${i + 1}: &a${i + 1} [${Array(9).fill(`*a${i}`).join(",")}]`).join("\n")}\n---\nx`;
     expect(parseFrontmatter(bomb).error).toBe("uses more than 64 YAML aliases");
+    // After a key's colon too (found in review: a mapping of aliases went uncounted).
+    expect(parseFrontmatter(`---\ninclude: always\ns: &s x\nlist: [${Array(65).fill('{"a":*s}').join(",")}]\n---\nx`).error).toBe("uses more than 64 YAML aliases");
     // 64 are read as YAML reads them.
     expect(parseFrontmatter(`---\ninclude: always\ns: &s x\nlist: [${aliases(64)}]\n---\nx`).frontmatter).toEqual({ include: "always", s: "x", list: Array(64).fill("x") });
   }, 2_000);
