@@ -238,15 +238,25 @@ type DocIndex = ReadonlyMap<string, number>;
 
 /** Docs are immutable and a doc's saturations depend on it alone: a ranker rebuilt because one file changed indexes that file only. */
 const indexes = new WeakMap<AgentDoc, DocIndex>();
+let indexesBuilt = 0;
 
 function indexOf(doc: AgentDoc, analyses: Analyses): DocIndex {
   let index = indexes.get(doc);
   if (index === undefined) {
     index = buildIndex([doc.description ?? "", doc.headings.join("\n"), doc.body], analyses);
     indexes.set(doc, index);
+    indexesBuilt++;
   }
   return index;
 }
+
+/** Indexes `doc` now (kept under it, as a ranker would): so that a ranker made later does not, all its docs in one task. */
+export function prepareAgentDoc(doc: AgentDoc): void {
+  indexOf(doc, new Map());
+}
+
+/** For tests: how many docs this process has indexed. */
+export const agentIndexesBuilt = (): number => indexesBuilt;
 
 function buildIndex(texts: readonly string[], analyses: Analyses): DocIndex {
   const counts = new Map<string, number[]>(); // term → its count in each field
