@@ -120,7 +120,7 @@ test("the plugin loads gray-matter for the first file that needs it and reads ev
   expect(result.warnings).toEqual([]);
 });
 
-test("the catalog asks for the libraries once, before any file loads gray-matter, for a file that needs them whatever its kind: a context file, or a rule file behind a byte order mark", () => {
+test("the catalog asks for the libraries once, before any file loads gray-matter, for a file that needs them whatever its kind (a context file, or a rule file behind a byte order mark), and not for a block refused unparsed", () => {
   type CatalogRun = { asked: boolean[]; loaded: boolean; entries: string[] };
   const plain = { "AGENTS.md": "# Root\n", "packages/a/AGENTS.md": "---\ninclude: always\n---\nA\n" };
   const none = run<CatalogRun>(CATALOG_CHILD, plain);
@@ -131,4 +131,8 @@ test("the catalog asks for the libraries once, before any file loads gray-matter
 
   const rule = run<CatalogRun>(CATALOG_CHILD, { ...plain, ".opencode/rules/bom.md": `${BOM}---\ndescription: >\n  Folded\n---\nRULE\n` });
   expect(rule).toEqual({ asked: [false], loaded: true, entries: [".opencode/rules/bom.md", "packages/a/AGENTS.md"] });
+
+  // A block refused unparsed (more than 64 aliases) needs no library: the decision is parseFrontmatter's own.
+  const refused = run<CatalogRun>(CATALOG_CHILD, { ...plain, "packages/c/AGENTS.md": `---\ninclude: always\ns: &s x\nlist: [${Array(65).fill("*s").join(", ")}]\n---\nC\n` });
+  expect(refused).toEqual({ asked: [], loaded: false, entries: ["packages/a/AGENTS.md"] });
 });

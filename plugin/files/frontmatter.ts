@@ -183,12 +183,13 @@ export function parseFrontmatter(text: string): ParsedText {
   if (block === undefined) return { body: text, frontmatter: NONE };
   const { language, inner } = block;
   const body = text.slice(block.length);
-  let data: unknown = language === "" ? simpleYaml(inner) : undefined;
+  let data: unknown;
   try {
-    if (data === undefined && language !== "json" && usesManyAliases(inner)) throw new Error(`uses more than ${MAX_ALIASES} YAML aliases`);
+    const read = readWithoutMatter(block);
+    if (read instanceof Error) throw read;
     // gray-matter sees exactly the block, so it and BLOCK agree on where it ends. Options (never
     // shared) also keep it from caching every input in its module-wide map.
-    data ??= loadMatter()(`---${language}\n${inner}\n---\n`, { engines: { ...SAFE_OPTIONS.engines } }).data;
+    data = read === MATTER ? loadMatter()(`---${language}\n${inner}\n---\n`, { engines: { ...SAFE_OPTIONS.engines } }).data : read;
   } catch (error) {
     if (language === "" && !KNOWN_KEY_LINE.test(inner)) return { body: text, frontmatter: NONE };
     const reason = (error instanceof Error ? (error.message.split("\n")[0] ?? "") : String(error)).replace(/:$/, "");
@@ -233,7 +234,20 @@ export function needsMatter(text: string, truncated: boolean): boolean {
   if (matter !== undefined) return false;
   const block = blockOf(text);
   if (block === undefined) return truncated && OPENER.test(text) && !BLOCK.test(text);
-  return block.language !== "" || simpleYaml(block.inner) === undefined;
+  return readWithoutMatter(block) === MATTER;
+}
+
+const MATTER = Symbol("gray-matter");
+
+/**
+ * What a block is, read without gray-matter: its mapping (simpleYaml's plain shapes), a refusal (too
+ * many aliases), or MATTER when gray-matter must read it. parseFrontmatter and needsMatter both ask here.
+ */
+function readWithoutMatter({ language, inner }: { language: string; inner: string }): Record<string, unknown> | Error | typeof MATTER {
+  const plain = language === "" ? simpleYaml(inner) : undefined;
+  if (plain !== undefined) return plain;
+  if (language !== "json" && usesManyAliases(inner)) return new Error(`uses more than ${MAX_ALIASES} YAML aliases`);
+  return MATTER;
 }
 
 function isMapping(value: unknown): value is Record<string, unknown> {
