@@ -751,8 +751,11 @@ export class Engine {
         if (was === undefined || was === print) continue;
         session.notices.push(watchNotice(file.rel, rel, was === "-" ? "created" : print === "-" ? "deleted" : "changed"));
       }
-      // Cut short, the match may stop before a file it reached last time: not a deletion.
-      if (capped !== "work") for (const [rel, was] of before) if (!now.has(rel) && was !== "-") session.notices.push(watchNotice(file.rel, rel, "deleted"));
+      // A file that left the list is news only when it is gone: the watcher's globs edited, or a
+      // match cut short (a cap, its matching budget), drop files that are still there.
+      for (const [rel, was] of before) {
+        if (!now.has(rel) && was !== "-" && statPrint(join(this.store.realRoot, rel)) === "-") session.notices.push(watchNotice(file.rel, rel, "deleted"));
+      }
     }
     for (const path of session.watched.keys()) if (!watching.has(path)) session.watched.delete(path);
   }

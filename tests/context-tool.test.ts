@@ -311,6 +311,20 @@ describe("watch: in frontmatter", () => {
   });
 });
 
+describe("watch: a file that leaves the list", () => {
+  test("is said deleted only when it is gone: a watched context file deleted is, one the watcher's edited globs no longer name is not", async () => {
+    await using setup = await withRecords({ delivery: "system" });
+    const { plugin } = setup;
+    await writeFile(join(plugin.root, "AGENTS.md"), '---\nwatch: ["services/*/AGENTS.md"]\n---\n# Root\n');
+    expect(await plugin.step("ses_left")).not.toContain("keeps an eye on it");
+    // The watcher now names other files: services/api/AGENTS.md leaves its list, still there.
+    await writeFile(join(plugin.root, "AGENTS.md"), '---\nwatch: ["apps/*/AGENTS.md"]\n---\n# Root, edited\n');
+    expect(await plugin.stepUntil("ses_left", (block) => block?.includes("# Root, edited") === true, "the edited watcher")).not.toContain("was deleted");
+    await rm(join(plugin.root, "apps/web/AGENTS.md"));
+    expect(await plugin.stepUntil("ses_left", (block) => block?.includes("keeps an eye on it") === true, "the deletion notice")).toContain("[apps/web/AGENTS.md was deleted; AGENTS.md keeps an eye on it");
+  });
+});
+
 describe("what review found, fixed", () => {
   test("list shows repository names and reasons on one line each, with no tag or host marker of their own", async () => {
     await using setup = await withRecords({ delivery: "system" });
