@@ -212,6 +212,8 @@ export class Engine {
         this.catalog = catalog;
         for (const path of this.missedCandidates) catalog?.changed(path);
         this.missedCandidates.clear();
+        // In use already: ranking's indexes follow in the background.
+        catalog?.prepareRanking().catch((error: unknown) => log.once("ranking", "warn", `the agent files' ranking indexes could not be prepared (a message ranks them itself): ${String(error)}`));
       },
       (error: unknown) => log.once("catalog", "warn", `the worktree's always, agent and manual files are not known: ${String(error)}`),
     ).finally(() => {

@@ -96,19 +96,9 @@ export class Catalog {
     } catch (error) {
       options.log.once("index:failed", "warn", `worktree index: could not be built (${String(error)}); always, agent and manual files are not found`);
     }
-    // Each slice in an event-loop task of its own, after the steps reading then: woken as a step
-    // ends, a slice would otherwise run in that step's task and lengthen it.
-    const turn = async (): Promise<void> => {
-      const latest = performance.now() + MAX_GIVE_WAY_MS;
-      for (;;) {
-        await nextTurn();
-        const steps = options.giveWay?.();
-        if (steps === undefined || performance.now() >= latest) return;
-        await Promise.race([steps, new Promise((resolve) => setTimeout(resolve, latest - performance.now()))]);
-      }
-    };
-    await turn();
     const catalog = new Catalog(options, index);
+    const turn = () => catalog.turn();
+    await turn();
     // Reads run in slices of SLICE_MS at most: building never blocks the event loop for long, nor holds up a step.
     let sliceEnd = performance.now() + SLICE_MS;
     for (const rel of index?.files ?? []) {
@@ -128,18 +118,40 @@ export class Catalog {
       catalog.consider(path, true);
     }
     catalog.loadLibraries = undefined;
-    // The agent files' ranking indexes too, in slices: made by the first message ranked, they were one
-    // task of 155 ms at 200 agent files of 3 KB (a worst-case hunt).
-    for (const entry of catalog.entries.values()) {
+    if (options.watch) catalog.watchAll(index?.files ?? []);
+    return catalog;
+  }
+
+  /**
+   * Indexes the agent files for ranking, in slices, once the catalog is in use: made by the first
+   * message ranked, they were one task of 155 ms at 200 agent files of 3 KB (a worst-case hunt). A
+   * message ranked meanwhile indexes those not done yet itself.
+   */
+  async prepareRanking(): Promise<void> {
+    let sliceEnd = performance.now() + SLICE_MS;
+    for (const entry of this.entries.values()) {
+      if (this.disposed) return;
       if (entry.contract.include !== "agent") continue;
       if (performance.now() > sliceEnd) {
-        await turn();
+        await this.turn();
         sliceEnd = performance.now() + SLICE_MS;
       }
       prepareAgentDoc(agentDoc(entry));
     }
-    if (options.watch) catalog.watchAll(index?.files ?? []);
-    return catalog;
+  }
+
+  /**
+   * A turn of the event loop before the next slice, after the steps reading then (giveWay, for at most
+   * MAX_GIVE_WAY_MS): woken as a step ends, a slice would otherwise run in that step's task and lengthen it.
+   */
+  private async turn(): Promise<void> {
+    const latest = performance.now() + MAX_GIVE_WAY_MS;
+    for (;;) {
+      await nextTurn();
+      const steps = this.options.giveWay?.();
+      if (steps === undefined || performance.now() >= latest) return;
+      await Promise.race([steps, new Promise((resolve) => setTimeout(resolve, latest - performance.now()))]);
+    }
   }
 
   get all(): IterableIterator<Entry> {
