@@ -565,7 +565,7 @@ export class Engine {
     const rel = this.shownRel(target.real);
     if (!target.isFile || !this.isContextFile(target.real)) return `project_context update: ${rel} is not a context file (${this.settings.options.fileNames.join(", ")})`;
     const { maxFileBytes } = this.settings.options;
-    const read = readContained(target.real, dirname(target.real), this.store.realRoot, maxFileBytes);
+    const read = readContained(target.real, dirname(target.real), this.store.realRoot, maxFileBytes, { transient: true });
     if (read.kind !== "file") return `project_context update: ${rel} cannot be read${read.kind === "skip" ? ` (${escapeInline(read.skip.reason)})` : ""}`;
     const spliced = spliceSection(read.version.raw, section, content);
     if ("error" in spliced) return `project_context update: ${escapeInline(spliced.error)}`;
@@ -973,7 +973,7 @@ export class Engine {
       return rel.split("/").includes(".git") || index.isIgnored(rel);
     };
     if (refused(path)) return { problem: "git-ignored files (and .git) are not imported" };
-    const outcome = readContained(path, dirname(path), this.store.realRoot, this.settings.options.maxFileBytes);
+    const outcome = readContained(path, dirname(path), this.store.realRoot, this.settings.options.maxFileBytes, { transient: true });
     if (outcome.kind !== "file") return { problem: outcome.kind === "skip" ? outcome.skip.reason : "no such file" };
     if (refused(outcome.version.path)) return { problem: "git-ignored files (and .git) are not imported" };
     return { path: outcome.version.path, rel: outcome.version.rel, body: outcome.version.body, sha256: outcome.version.sha256 };

@@ -3,8 +3,9 @@ import { relative } from "node:path";
 import { sha256Hex } from "../hash.ts";
 import { isInside } from "../paths.ts";
 import { cutInsideFrontmatter, parseFrontmatter } from "./frontmatter.ts";
+import { StoredVersion } from "./version.ts";
 
-/** One version of one context file, as read from disk: never changed once made. */
+/** One version of one context file, as read from disk: never changed once made (see version.ts for how it keeps its text). */
 export interface FileVersion {
   /** Real absolute path of the file read. */
   readonly path: string;
@@ -83,9 +84,9 @@ let procFd = process.platform === "linux";
  * Reads the context file candidate `candidate` (a name inside `dir`), contained in `realRoot` at read
  * time (see withContained). At most `maxFileBytes` are read (one more is asked for, to know the file
  * was cut). Synchronous on purpose: a local read of a small file is far cheaper than a trip to the
- * thread pool.
+ * thread pool. A `transient` read (its version used once and let go) keeps the text unpacked.
  */
-export function readContained(candidate: string, dir: string, realRoot: string, maxFileBytes: number): ReadOutcome {
+export function readContained(candidate: string, dir: string, realRoot: string, maxFileBytes: number, { transient = false } = {}): ReadOutcome {
   return withContained(candidate, realRoot, (fd, opened, info): ReadOutcome => {
     const { bytes, truncated } = readHead(fd, info.size, maxFileBytes);
     const text = decodeText(bytes, truncated);
@@ -97,19 +98,8 @@ export function readContained(candidate: string, dir: string, realRoot: string, 
     const notes: string[] = [];
     if (error !== undefined) notes.push(`its frontmatter was dropped unused (${error}); the rest of the file is used`);
     if (truncated) notes.push(`it is ${info.size} bytes; only the first ${maxFileBytes} are used (option maxFileBytes)`);
-    const version: FileVersion = Object.freeze({
-      path: opened,
-      dir,
-      rel: relative(realRoot, opened),
-      raw,
-      body,
-      frontmatter,
-      root: frontmatter.root === true,
-      sha256: sha256Hex(bytes),
-      size: info.size,
-      truncated,
-      mtimeMs: info.mtimeMs,
-    });
+    const fields = { path: opened, dir, rel: relative(realRoot, opened), frontmatter, root: frontmatter.root === true, sha256: sha256Hex(bytes), size: info.size, truncated, mtimeMs: info.mtimeMs };
+    const version = StoredVersion.read(fields, raw, body, !transient);
     return { kind: "file", version, notes, changedMs: info.ctimeMs };
   });
 }

@@ -7,6 +7,7 @@ import { lruCache } from "../lru.ts";
 import { isInside, realPathOr } from "../paths.ts";
 import { inSlices } from "../turns.ts";
 import { RACY_MS, readContained, type FileVersion, type Skip } from "./contained.ts";
+import { textBytes } from "./version.ts";
 import { Inotify, type DirWatch, type InotifyUser } from "./inotify.ts";
 import { RecordCache } from "./records.ts";
 import { chainOfWalk, walkUp } from "./walk.ts";
@@ -76,10 +77,11 @@ export interface DirectoryRecord {
 }
 
 /**
- * 32 MiB: a typical context file is 1-8 KB, and a record costs about twice its text (raw and body,
- * up to 2 bytes a character): 32 MiB keeps some 2,000 typical files (the 2,000-directory monorepo of
- * the cost benchmark) or 64 files at the 128 KiB maxFileBytes cap, a fraction of the 48 MB of added
- * memory the plugin may take on such a repo. Past it, what was used least recently is read again.
+ * 32 MiB (option maxCacheBytes) of the records no session holds (a held directory's record is kept
+ * while it is held): a typical context file is 1-8 KB, kept packed in a third of that or less
+ * (version.ts), so such a record costs 1-3 KB with its paths, and 32 MiB keeps over 10,000 typical
+ * files, or 128 of incompressible text at the 128 KiB maxFileBytes cap. Past it, what was used least
+ * recently is read again.
  */
 export const DEFAULT_CACHE_BYTES = 32 * 1024 * 1024;
 
@@ -1055,7 +1057,7 @@ export class FileStore {
 function sizeOf(record: Record_): number {
   let size = 200 + 2 * (record.dir.length + record.signature.length);
   for (const file of [record.file, record.local]) {
-    if (file !== null) size += 300 + 2 * (file.raw.length + file.body.length + file.path.length + file.rel.length);
+    if (file !== null) size += 300 + textBytes(file) + 2 * (file.path.length + file.rel.length);
   }
   for (const skip of record.skipped) size += 100 + 2 * (skip.path.length + skip.reason.length);
   return size;

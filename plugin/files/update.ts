@@ -61,7 +61,7 @@ function splice(raw: string, title: string, content: string): Splice {
  */
 export function replaceFile(path: string, realRoot: string, maxFileBytes: number, expectedSha256: string, text: string): string | undefined {
   const dir = dirname(path);
-  const current = readContained(path, dir, realRoot, maxFileBytes);
+  const current = readContained(path, dir, realRoot, maxFileBytes, { transient: true });
   if (current.kind !== "file") return `${basename(path)} cannot be read any more`;
   if (current.version.sha256 !== expectedSha256) return `${basename(path)} changed while it was being updated; try again`;
   if (current.version.truncated) return `${basename(path)} is larger than maxFileBytes: not updated, to keep what lies past the limit`;

@@ -1,5 +1,6 @@
 import { basename, sep } from "node:path";
 import type { FileVersion } from "../files/contained.ts";
+import { StoredVersion } from "../files/version.ts";
 import type { IncludeMode } from "../records/format.ts";
 import { sha256Hex } from "../hash.ts";
 import { relativePosix } from "../paths.ts";
@@ -151,16 +152,15 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   all.forEach((file, i) => {
     if (kept[i] === 0) return;
     const body = withImports(file, context, imports, seenSoFar);
-    if (body !== file.body) imported.set(file.path, body);
+    if (body !== undefined) imported.set(file.path, body);
   });
-  const bodyOf = (file: FileVersion) => imported.get(file.path) ?? file.body;
   // Merging goes down the chains as they load (an override's ancestors it replaces are left out);
   // when every file that loads appends (the common case), there is nothing to merge.
   const merging = all.some((_, i) => kept[i] === 1 && contracts[i]!.merge !== "append");
   const indexOf = merging ? new Map(all.map((file, i) => [file.path, i])) : undefined;
   const loads = (file: FileVersion) => kept[indexOf!.get(file.path)!] === 1;
   const merged = merging
-    ? mergeChains(hierarchy.chains.map((chain) => chain.filter(loads).map((file): MergeFile => ({ key: file.path, rel: file.rel, body: bodyOf(file), merge: readContract(file.frontmatter).merge }))))
+    ? mergeChains(hierarchy.chains.map((chain) => chain.filter(loads).map((file) => mergeFile(file, imported.get(file.path)))))
     : NOTHING_MERGED;
   for (const [path, by] of merged.dropped) {
     kept[indexOf!.get(path)!] = 0;
@@ -172,16 +172,17 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   let reordered = false;
   all.forEach((file, i) => {
     if (kept[i] === 0) return;
-    const body = merged.bodies.get(file.path) ?? bodyOf(file);
+    // Most files keep their own text: it is not even read then (a version keeps it packed).
+    const rewritten = merged.bodies.get(file.path) ?? imported.get(file.path);
     const override = overrideNote(file, context);
     const mergeNotes = merged.notes.get(file.path);
     // Most files have no note: no array is made for them (this runs for every file at every new touch).
     const notes = override === undefined ? mergeNotes : [override, ...(mergeNotes ?? [])];
-    const text = notes === undefined || notes.length === 0 ? body : `${notes.map((note) => `[${note}]`).join("\n")}\n\n${body}`;
+    const text = notes === undefined || notes.length === 0 ? rewritten : `${notes.map((note) => `[${note}]`).join("\n")}\n\n${rewritten ?? file.body}`;
     const { priority } = contracts[i]!;
     const tier = priority === "normal" ? hierarchy.tiers[i]! : TIER_OF[priority];
     reordered ||= tiers.length > 0 && tier < tiers[tiers.length - 1]!;
-    files.push(derive(file, text));
+    files.push(text === undefined ? file : derive(file, text));
     tiers.push(tier);
   });
   if (reordered) {
@@ -287,33 +288,57 @@ function overrideNote(file: FileVersion, context: RuleContext): string | undefin
   return base === undefined ? undefined : `this file replaces ${base} of its directory: where they disagree, follow this one`;
 }
 
-/** Whether a version has a line starting with `@` (an import, maybe): found once per version. */
-const importing = new WeakMap<FileVersion, boolean>();
+/**
+ * Per version, its body when it has a line starting with `@` (an import, maybe), else false: found
+ * once per version. Such a body is expanded again at every new touch, so it is kept decoded (a
+ * version's text is decoded at each read: version.ts); most files import nothing and keep none.
+ */
+const importing = new WeakMap<FileVersion, string | false>();
 
-export function hasImports(file: FileVersion): boolean {
+function importingBody(file: FileVersion): string | false {
   let found = importing.get(file);
-  if (found === undefined) importing.set(file, (found = /^@/m.test(file.body)));
+  if (found === undefined) {
+    const body = file.body;
+    importing.set(file, (found = /^@/m.test(body) ? body : false));
+  }
   return found;
 }
 
-/** The body with its imports inlined; the very same string when it has none. */
-function withImports(file: FileVersion, context: RuleContext, imported: Set<string>, seen: () => Set<string>): string {
-  if (!hasImports(file)) return file.body;
-  const expansion = expandImports(file.body, file.path, context.worktree, context.read, seen());
+export function hasImports(file: FileVersion): boolean {
+  return importingBody(file) !== false;
+}
+
+/** The body of a file that may import (see hasImports) with its imports inlined; undefined when that changed nothing. */
+function withImports(file: FileVersion, context: RuleContext, imported: Set<string>, seen: () => Set<string>): string | undefined {
+  const body = importingBody(file);
+  if (body === false) return undefined;
+  const expansion = expandImports(body, file.path, context.worktree, context.read, seen());
   for (const problem of expansion.problems) context.warn(file, problem.message);
   for (const file of expansion.imports) imported.add(file.path);
-  return expansion.text;
+  return expansion.text === body ? undefined : expansion.text;
+}
+
+/** A file as merging sees it: its text (as imports left it) read only if sections are merged. */
+function mergeFile(file: FileVersion, imported: string | undefined): MergeFile {
+  return {
+    key: file.path,
+    version: imported ?? file,
+    rel: file.rel,
+    get body() {
+      return imported ?? file.body;
+    },
+    merge: readContract(file.frontmatter).merge,
+  };
 }
 
 /** A file version with the text the rules gave it: derived once per (version, text), so its token counts are kept. */
 const derived = new WeakMap<FileVersion, { readonly body: string; readonly version: FileVersion }>();
 
 function derive(file: FileVersion, body: string): FileVersion {
-  if (body === file.body) return file;
+  // The memo first: the file's own text is decoded at each read (version.ts), the memo's is at hand.
   const known = derived.get(file);
   if (known !== undefined && known.body === body) return known.version;
-  const sha256 = sha256Hex(file.sha256, "\0", body);
-  const version: FileVersion = Object.freeze({ ...file, body, sha256, source: file });
+  const version = body === file.body ? file : StoredVersion.derived(file, body, sha256Hex(file.sha256, "\0", body));
   derived.set(file, { body, version });
   return version;
 }

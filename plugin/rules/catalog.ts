@@ -322,10 +322,19 @@ function startsWithDashes(bytes: Uint8Array): boolean {
 const agentDocs = new WeakMap<FileVersion, AgentDoc>();
 
 function agentDoc(entry: Entry): AgentDoc {
-  let doc = agentDocs.get(entry.file);
+  const { file } = entry;
+  let doc = agentDocs.get(file);
   if (doc === undefined) {
-    doc = { key: entry.file.path, description: entry.contract.description, headings: headingsOf(entry.file.body), body: entry.file.body };
-    agentDocs.set(entry.file, doc);
+    // The body is read where the ranker indexes it (once): the doc does not keep a decoded copy (version.ts).
+    doc = {
+      key: file.path,
+      description: entry.contract.description,
+      headings: headingsOf(file.body),
+      get body() {
+        return file.body;
+      },
+    };
+    agentDocs.set(file, doc);
   }
   return doc;
 }

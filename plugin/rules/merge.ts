@@ -137,17 +137,20 @@ export function sectionsOf(text: string): Sections {
 // Merging down the chains
 
 export interface MergeFile {
-  /** Identifies the file version: equal keys mean equal bodies. */
+  /** Identifies the file (its path): one key per file in all the chains. */
   readonly key: string;
+  /** The same value exactly when the body is the same (a file version, or the text imports gave it): the memo's check. */
+  readonly version: unknown;
   /** Worktree-relative path, for notes. */
   readonly rel: string;
+  /** Read only where sections are merged (a version's text is decoded at each read: version.ts). */
   readonly body: string;
   /** The file's contract's `merge` (plugin/rules/contract.ts). */
   readonly merge: "append" | "override" | "sections";
 }
 
 export interface Merged {
-  /** Effective body of every file that stays (a file untouched by merging keeps its very string); iteration order means nothing. */
+  /** The bodies merging changed (sections moved in or out); a file that stays and is not here keeps its own. Iteration order means nothing. */
   readonly bodies: ReadonlyMap<string, string>;
   /** Files that every chain through them overrides: key → rels of the closest overriding file of each such chain (sorted, distinct). */
   readonly dropped: ReadonlyMap<string, readonly string[]>;
@@ -189,32 +192,30 @@ interface Placed {
  * any override or sections file cost one pass.
  */
 export function mergeChains(chains: readonly (readonly MergeFile[])[]): Merged {
-  if (chains.every((chain) => chain.every((file) => file.merge === "append"))) return unmerged(chains);
+  if (chains.every((chain) => chain.every((file) => file.merge === "append"))) return UNMERGED;
   const signature = signatureOf(chains);
   const known = memo.get(signature);
-  if (known !== undefined && sameBodies(known.bodies, chains)) {
+  if (known !== undefined && sameVersions(known.versions, chains)) {
     memo.delete(signature);
     memo.set(signature, known);
     return known.merged;
   }
   const merged = merge(chains);
-  memo.set(signature, { merged, bodies: bodiesOf(chains) });
+  memo.set(signature, { merged, versions: versionsOf(chains) });
   if (memo.size > MEMO_SIZE) memo.delete(memo.keys().next().value!);
   return merged;
 }
 
-function unmerged(chains: readonly (readonly MergeFile[])[]): Merged {
-  return { bodies: bodiesOf(chains), dropped: new Map(), notes: new Map() };
-}
+const UNMERGED: Merged = Object.freeze({ bodies: new Map(), dropped: new Map(), notes: new Map() });
 
-function bodiesOf(chains: readonly (readonly MergeFile[])[]): Map<string, string> {
-  const bodies = new Map<string, string>();
-  for (const chain of chains) for (const file of chain) if (!bodies.has(file.key)) bodies.set(file.key, file.body);
-  return bodies;
+function versionsOf(chains: readonly (readonly MergeFile[])[]): Map<string, unknown> {
+  const versions = new Map<string, unknown>();
+  for (const chain of chains) for (const file of chain) if (!versions.has(file.key)) versions.set(file.key, file.version);
+  return versions;
 }
 
 /** The last results, by the chains' keys and modes (sessions alternate, so one entry would not do). */
-const memo = new Map<string, { readonly merged: Merged; readonly bodies: ReadonlyMap<string, string> }>();
+const memo = new Map<string, { readonly merged: Merged; readonly versions: ReadonlyMap<string, unknown> }>();
 const MEMO_SIZE = 64;
 
 function signatureOf(chains: readonly (readonly MergeFile[])[]): string {
@@ -224,9 +225,9 @@ function signatureOf(chains: readonly (readonly MergeFile[])[]): string {
     .join("\u0003");
 }
 
-/** Keys promise equal bodies; checking costs a comparison per file (the same string object compares at once). */
-function sameBodies(bodies: ReadonlyMap<string, string>, chains: readonly (readonly MergeFile[])[]): boolean {
-  return chains.every((chain) => chain.every((file) => bodies.get(file.key) === file.body));
+/** The same files at the same versions: a comparison per file, no text read. */
+function sameVersions(versions: ReadonlyMap<string, unknown>, chains: readonly (readonly MergeFile[])[]): boolean {
+  return chains.every((chain) => chain.every((file) => versions.get(file.key) === file.version));
 }
 
 function merge(chains: readonly (readonly MergeFile[])[]): Merged {
@@ -236,9 +237,7 @@ function merge(chains: readonly (readonly MergeFile[])[]): Merged {
   noteOverrides(placed, dropped, notes);
   const edits = sectionEdits(chains, placed, dropped, notes);
   const bodies = new Map<string, string>();
-  for (const [key, { file }] of placed) {
-    if (!dropped.has(key)) bodies.set(key, applyEdits(file.body, edits.get(key)));
-  }
+  for (const [key, fileEdits] of edits) if (!dropped.has(key)) bodies.set(key, applyEdits(placed.get(key)!.file.body, fileEdits));
   return { bodies, dropped, notes };
 }
 
@@ -332,7 +331,7 @@ function sectionEdits(
   return edits;
 }
 
-/** Outlines of the files met, by key (keys name versions): each body is parsed once per merge. */
+/** Outlines of the files met, by key: each body is read and parsed once per merge. */
 class SectionCache {
   readonly #known = new Map<string, Sections>();
 
@@ -497,9 +496,8 @@ function span({ start, end }: Section): { start: number; end: number } {
   return { start, end };
 }
 
-/** `body` with `edits` (sorted, disjoint) made; the very same string when there are none. */
-function applyEdits(body: string, edits: readonly Edit[] | undefined): string {
-  if (edits === undefined) return body;
+/** `body` with `edits` (sorted, disjoint) made. */
+function applyEdits(body: string, edits: readonly Edit[]): string {
   let out = "";
   let copied = 0;
   for (const edit of edits) {

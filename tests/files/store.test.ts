@@ -7,6 +7,12 @@ import { RACY_MS } from "../../plugin/files/contained.ts";
 import { bodies, recordingLogger, Scratch } from "./helpers.ts";
 import { waitFor } from "../helpers/harness.ts";
 
+/** `length` printable characters that do not compress (a version keeps text that does packed, in a few bytes). */
+function noise(length: number, seed: number): string {
+  let state = seed + 1;
+  return Array.from({ length }, () => String.fromCharCode(33 + ((state = (Math.imul(state, 1103515245) + 12345) >>> 0) >>> 16) % 94)).join("");
+}
+
 const scratch = new Scratch();
 afterEach(() => scratch.cleanup());
 
@@ -570,7 +576,7 @@ describe("watches and memory", () => {
   test("the records stay within maxCacheBytes, least recently used evicted", async () => {
     const root = scratch.dir();
     const files: Record<string, string> = {};
-    for (let i = 0; i < 200; i++) files[`d${i}/AGENTS.md`] = `${i}\n${"x".repeat(4000)}`;
+    for (let i = 0; i < 200; i++) files[`d${i}/AGENTS.md`] = `${i}\n${noise(4000, i)}`;
     scratch.write(root, files);
     const maxCacheBytes = 64 * 1024;
     const store = scratch.store(root, { maxCacheBytes });
@@ -585,8 +591,8 @@ describe("watches and memory", () => {
 
   test("a held directory's record is kept past maxCacheBytes until its session lets go", async () => {
     const root = scratch.dir();
-    const files: Record<string, string> = { "held/AGENTS.md": `held\n${"x".repeat(4000)}` };
-    for (let i = 0; i < 100; i++) files[`d${i}/AGENTS.md`] = `${i}\n${"x".repeat(4000)}`;
+    const files: Record<string, string> = { "held/AGENTS.md": `held\n${noise(4000, 1000)}` };
+    for (let i = 0; i < 100; i++) files[`d${i}/AGENTS.md`] = `${i}\n${noise(4000, i)}`;
     scratch.write(root, files);
     const store = scratch.store(root, { maxCacheBytes: 64 * 1024 });
     const held = join(root, "held");
