@@ -1,7 +1,8 @@
-import { lstatSync, watch, type FSWatcher } from "node:fs";
+import { lstatSync, watch } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import type { FileVersion } from "../files/contained.ts";
 import { decodeText, RACY_MS, readContained, readContainedHead } from "../files/contained.ts";
+import { Inotify, type DirWatch, type InotifyUser } from "../files/inotify.ts";
 import { needsMatter, parseFrontmatter } from "../files/frontmatter.ts";
 import { buildWorktreeIndex, contextNamesOf, type IgnoreBasisResult, type WorktreeIndex } from "../files/worktree-index.ts";
 import type { Logger } from "../log.ts";
@@ -58,14 +59,32 @@ const MAX_GIVE_WAY_MS = 100;
  * `agent` files (offered per message by rank), `manual` files (listed, loaded when pinned). Built
  * from the worktree index (git ls-files, or a walk honouring .gitignore); a file is read whole only
  * when the frontmatter at its start may give it such a mode. Kept fresh by a watch of each directory that holds one of these
- * files or may receive a rule file: a change there is read again before the next step asks.
+ * files or may receive a rule file: a change there is read again before the next step asks. With
+ * Linux's inotify (the store's instance, read synchronously: an exact barrier) a refresh reads what
+ * events named and stats only the entries events may not tell of; with fs.watch (elsewhere), whose
+ * events come late, it stats every entry.
  */
 export class Catalog {
   /** Grows with every change of what the catalog holds. */
   version = 0;
   private entries = new Map<string, Entry>();
   private ranker: AgentRanker | undefined;
-  private readonly watchers = new Map<string, FSWatcher>();
+  private readonly watchers = new Map<string, DirWatch>();
+  /** Linux's event queue, shared (inotify.ts); undefined: fs.watch, and every entry stat'd at each refresh. */
+  private readonly inotify: Inotify | undefined;
+  private readonly inotifyUser: InotifyUser = { drained: () => {}, overflowed: () => (this.eventsLost = true) };
+  /** Paths inotify events named since the last refresh. */
+  private readonly pending = new Set<string>();
+  /**
+   * Entries an event may not tell of, stat'd at each refresh (inotify): each one read since the last
+   * refresh (its directory's watch may have begun after its read), and those read within a timestamp
+   * tick of a change (racy), in a directory not watched, or leading by a symlink to another directory.
+   */
+  private readonly unsure = new Set<string>();
+  /** The queue overflowed or a watched directory itself went: every entry is stat'd at the next refresh. */
+  private eventsLost = false;
+  /** Stats made by refreshes (for tests: what a refresh costs). */
+  refreshStats = 0;
   private readonly names: ReadonlySet<string>;
   private disposed = false;
   /** When the last refresh began: it has every change saved before then. */
@@ -80,6 +99,7 @@ export class Catalog {
     const names = contextNamesOf(options.fileNames);
     this.names = new Set([...names.base, ...names.override, ...names.local]);
     this.loadLibraries = options.loadLibraries;
+    this.inotify = options.watch ? Inotify.acquire(this.inotifyUser) : undefined;
   }
 
   static async build(options: CatalogOptions): Promise<Catalog> {
@@ -192,14 +212,53 @@ export class Catalog {
   refresh(since = Infinity): void {
     if (this.refreshedAt >= since) return;
     const at = performance.now();
-    for (const [path, entry] of this.entries) if (statPrint(path) !== entry.print) this.consider(path);
+    if (this.inotify === undefined) {
+      for (const path of this.entries.keys()) this.recheck(path);
+    } else {
+      this.inotify.drain();
+      if (this.eventsLost) for (const path of this.entries.keys()) this.unsure.add(path);
+      this.eventsLost = false;
+      for (const path of this.pending) this.changed(path);
+      this.pending.clear();
+      for (const path of [...this.unsure]) {
+        this.unsure.delete(path);
+        this.recheck(path);
+      }
+    }
     this.refreshedAt = at;
   }
+
+  /** An entry read again when stat says it changed since; with inotify, kept among the unsure while events may not tell of it. */
+  private recheck(path: string): void {
+    const entry = this.entries.get(path);
+    if (entry === undefined) return;
+    this.refreshStats++;
+    if (statPrint(path) !== entry.print) this.consider(path);
+    else if (this.inotify !== undefined && !this.eventsTell(path, entry)) this.unsure.add(path);
+  }
+
+  private eventsTell(path: string, entry: Entry): boolean {
+    const dir = dirname(path);
+    return entry.print !== RACY_PRINT && this.watchers.has(dir) && dirname(entry.file.path) === dir;
+  }
+
+  /** Every inotify watch's listener: the path is read again at the next refresh. */
+  private readonly onDirEvent = (dir: string, name: string): void => {
+    // The directory itself went (deleted, moved): its entries' paths may lead nowhere now, and a
+    // directory made again at that path is watched again when an entry there is read.
+    if (name === basename(dir)) {
+      this.eventsLost = true;
+      this.watchers.get(dir)?.close();
+      this.watchers.delete(dir);
+    }
+    this.pending.add(join(dir, name));
+  };
 
   dispose(): void {
     this.disposed = true;
     for (const watcher of this.watchers.values()) watcher.close();
     this.watchers.clear();
+    this.inotify?.release(this.inotifyUser);
   }
 
   /**
@@ -214,10 +273,12 @@ export class Catalog {
     // kept, or a touched-only change (mtime) would have refresh() read the file again at every step.
     if (entry?.file.sha256 === before?.file.sha256 && entry?.file.path === before?.file.path) {
       if (entry !== undefined && before !== undefined && entry.print !== before.print) this.entries.set(path, { ...before, print: entry.print });
+      if (entry !== undefined && this.inotify !== undefined) this.unsure.add(path);
       return true;
     }
     if (entry === undefined) this.entries.delete(path);
     else this.entries.set(path, entry);
+    if (entry !== undefined && this.inotify !== undefined) this.unsure.add(path);
     this.ranker = undefined;
     this.version++;
     return true;
@@ -265,6 +326,14 @@ export class Catalog {
 
   private watchDir(dir: string): void {
     if (this.watchers.has(dir) || this.disposed) return;
+    if (this.inotify !== undefined) {
+      try {
+        this.watchers.set(dir, this.inotify.watch(dir, this.onDirEvent));
+      } catch {
+        // Not watched (out of watches, say): its entries stay unsure, stat'd at every refresh.
+      }
+      return;
+    }
     try {
       const watcher = watch(dir, { persistent: false }, (_event, name) => {
         if (name !== null) this.changed(join(dir, String(name)));

@@ -17,14 +17,14 @@ afterEach(() => {
 });
 const HEAD = 4096;
 
-async function build(worktree: string, maxFileBytes = 128 * 1024): Promise<Catalog> {
+async function build(worktree: string, maxFileBytes = 128 * 1024, watch = false): Promise<Catalog> {
   const catalog = await Catalog.build({
     worktree,
     fileNames: ["AGENTS.md", "CLAUDE.md"],
     rules: [".opencode/rules/**/*.md"],
     maxEntries: 10_000,
     maxFileBytes,
-    watch: false,
+    watch,
     log: recordingLogger(),
   });
   catalogs.push(catalog);
@@ -77,10 +77,11 @@ describe("catalog: which context files are entries", () => {
     });
   });
 
-  test("a refresh vouches for changes saved before it began: a later `since` stats again and sees an edit made after it", async () => {
+  // Watched (inotify on Linux: events, and a stat only of what they may not tell of) and not (a stat of every entry).
+  for (const watch of [false, true]) test(`a refresh vouches for changes saved before it began: a later \`since\` stats again and sees an edit made after it (watch: ${watch})`, async () => {
     const root = scratch.dir();
     scratch.write(root, { "a/AGENTS.md": `${block("include: always")}# first\n` });
-    const catalog = await build(root);
+    const catalog = await build(root, undefined, watch);
     const path = join(root, "a/AGENTS.md");
     for (let i = 0; i < 20; i++) {
       const since = performance.now();
@@ -93,10 +94,10 @@ describe("catalog: which context files are entries", () => {
     }
   });
 
-  test("an entry read within a timestamp tick of its change is read again at the next refresh (racy, as the store's records)", async () => {
+  for (const watch of [false, true]) test(`an entry read within a timestamp tick of its change is read again at the next refresh (racy, as the store's records; watch: ${watch})`, async () => {
     const root = scratch.dir();
     scratch.write(root, { "a/AGENTS.md": `${block("include: always")}# v0\n` });
-    const catalog = await build(root);
+    const catalog = await build(root, undefined, watch);
     const path = join(root, "a/AGENTS.md");
     // Kernels before Linux 6.13 (coarse timestamps) can give a same-size edit made in the same tick the stat this read saw.
     writeFileSync(path, `${block("include: always")}# v1\n`);
@@ -108,10 +109,10 @@ describe("catalog: which context files are entries", () => {
     expect(catalog.get(path)?.print).toBe(statPrint(path));
   });
 
-  test("a change stat sees but the bytes do not (a touch) is read once, not at every refresh (found in review)", async () => {
+  for (const watch of [false, true]) test(`a change stat sees but the bytes do not (a touch) is read once, not at every refresh (found in review; watch: ${watch})`, async () => {
     const root = scratch.dir();
     scratch.write(root, { "a/AGENTS.md": `${block("include: always")}# a\n` });
-    const catalog = await build(root);
+    const catalog = await build(root, undefined, watch);
     const path = join(root, "a/AGENTS.md");
     const version = catalog.version;
     utimesSync(path, new Date(), new Date(Date.now() + 5_000));
@@ -188,17 +189,73 @@ describe("catalog: which context files are entries", () => {
     for (const entry of catalog.all) expect(entry.file.raw).not.toContain("OUTSIDE");
   });
 
-  test("an entry whose file is replaced by a symlink out is dropped when read again, not followed", async () => {
+  for (const watch of [false, true]) test(`an entry whose file is replaced by a symlink out is dropped when read again, not followed (watch: ${watch})`, async () => {
     const root = scratch.dir();
     const outside = scratch.dir();
     scratch.write(outside, { "AGENTS.md": `${block("include: always")}OUTSIDE\n` });
     scratch.write(root, { "a/AGENTS.md": `${block("include: always")}inside\n` });
-    const catalog = await build(root);
+    const catalog = await build(root, undefined, watch);
     expect(modes(catalog)).toEqual({ "a/AGENTS.md": "always" });
     rmSync(join(root, "a/AGENTS.md"));
     symlinkSync(join(outside, "AGENTS.md"), join(root, "a/AGENTS.md"));
     catalog.refresh();
     expect(modes(catalog)).toEqual({});
+  });
+});
+
+describe("catalog: freshness with inotify (Linux)", () => {
+  const LINUX = process.platform === "linux";
+  const always = (text: string) => `${block("include: always")}${text}\n`;
+
+  test.skipIf(!LINUX)("a refresh stats only what events may not tell of: once after a read, then nothing while nothing changes", async () => {
+    const root = scratch.dir();
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 299; i++) files[`p${i}/AGENTS.md`] = always(`# p${i}`);
+    files[".opencode/rules/first.md"] = "# the first rule\n";
+    scratch.write(root, files);
+    // Past the racy window (an entry read within it is stat'd until it is past).
+    await Bun.sleep(60);
+    const catalog = await build(root, undefined, true);
+    expect([...catalog.all]).toHaveLength(300);
+    catalog.refresh(performance.now());
+    // Each entry once: its directory's watch began after its read.
+    expect(catalog.refreshStats).toBe(300);
+    for (let i = 0; i < 5; i++) catalog.refresh(performance.now());
+    expect(catalog.refreshStats).toBe(300);
+    // An edit, a deletion and a new rule file, each saved before a refresh, are in it.
+    writeFileSync(join(root, "p7/AGENTS.md"), always("# p7 edited"));
+    rmSync(join(root, "p8/AGENTS.md"));
+    scratch.write(root, { ".opencode/rules/new.md": "# a rule\n" });
+    catalog.refresh(performance.now());
+    expect(catalog.get(join(root, "p7/AGENTS.md"))?.file.body).toBe("# p7 edited\n");
+    expect(catalog.get(join(root, "p8/AGENTS.md"))).toBeUndefined();
+    expect(catalog.get(join(root, ".opencode/rules/new.md"))?.contract.include).toBe("always");
+    // Only what was read again is stat'd (once or twice each), never the other 297.
+    expect(catalog.refreshStats - 300).toBeLessThanOrEqual(4);
+  });
+
+  test.skipIf(!LINUX)("an entry that is a symlink to a file in another directory is stat'd at every refresh (its target's directory is not watched)", async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "shared/rules.md": always("# v1"), "other/AGENTS.md": always("# other") });
+    mkdirSync(join(root, "a"));
+    symlinkSync(join(root, "shared/rules.md"), join(root, "a/AGENTS.md"));
+    const catalog = await build(root, undefined, true);
+    catalog.refresh(performance.now());
+    for (let i = 2; i < 6; i++) {
+      writeFileSync(join(root, "shared/rules.md"), always(`# v${i}`));
+      catalog.refresh(performance.now());
+      expect(catalog.get(join(root, "a/AGENTS.md"))?.file.body).toBe(`# v${i}\n`);
+    }
+  });
+
+  test.skipIf(!LINUX)("a watched directory deleted: its entries go at the next refresh", async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "a/AGENTS.md": always("# a"), "b/AGENTS.md": always("# b") });
+    const catalog = await build(root, undefined, true);
+    catalog.refresh(performance.now());
+    rmSync(join(root, "a"), { recursive: true });
+    catalog.refresh(performance.now());
+    expect(modes(catalog)).toEqual({ "b/AGENTS.md": "always" });
   });
 });
 
