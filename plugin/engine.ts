@@ -4,7 +4,7 @@ import { basename, dirname, isAbsolute, join, relative, resolve } from "node:pat
 import { clearDocs, compose, countsRevision, knownTokens, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
 import { escapeInline } from "./block/escape.ts";
 import { unloadNotice, watchNotice } from "./block/render.ts";
-import { disposeTokens } from "./block/tokens.ts";
+import { disposeTokens, textBound } from "./block/tokens.ts";
 import type { FileVersion } from "./files/contained.ts";
 import { readContained } from "./files/contained.ts";
 import { FileStore } from "./files/store.ts";
@@ -73,6 +73,22 @@ const CRITICAL_FRAME_TOKENS = 64;
 const MAX_REAL_PATHS = 16_384;
 /** Below this many tokens left in a step, nothing more is delivered until the next step. */
 const MIN_DELIVERY_TOKENS = 64;
+
+/**
+ * The notices a block of `budget` tokens says, first come first: as many as half of it holds (the
+ * files come first), at least one; the rest wait for the next block, so none is lost to a burst (a
+ * watching file's 256 targets changed at once). One that a whole block cannot hold is said in none.
+ */
+function noticesFor(notices: readonly string[], budget: number): string[] {
+  let left = budget / 2;
+  let count = 0;
+  for (const notice of notices) {
+    left -= textBound(notice);
+    if (left < 0 && count > 0) break;
+    count++;
+  }
+  return notices.slice(0, count);
+}
 /**
  * The catalog is built, and the libraries loaded, once start-up and the steps have left the event
  * loop alone this long (or, under steady work, CATALOG_MAX_DEFER_MS after start): their git walks,
@@ -309,7 +325,7 @@ export class Engine {
       this.judgeHost(session, host, hierarchy);
       // The same inputs give the same bytes: built again only when the hierarchy, the host's files or what the conversation holds changed.
       const key = `${this.hierarchies.get(session)?.key}:${this.ruled.get(session)?.key}:${session.hostRevision}:${session.heldRevision}`;
-      const notices = [...session.notices];
+      const notices = noticesFor(session.notices, this.settings.options.systemTokens);
       if (session.systemMemo?.key === key && notices.length === 0) return session.systemMemo.text;
       const held = (file: FileVersion) => session.known(file.path)?.sha256 === file.sha256;
       const items = this.items(session, hierarchy, (file) => !session.hostPaths.has(file.path) && !held(file));
@@ -1081,7 +1097,7 @@ export class Engine {
     const isCritical = (item: { tier: number }) => item.tier === CRITICAL_TIER;
     const items = ordered.some(isCritical) ? [...ordered.filter(isCritical), ...ordered.filter((item) => !isCritical(item))] : ordered;
     // Those said now: a notice pushed while this block is composed waits for the next delivery.
-    const notices = [...session.notices];
+    const notices = noticesFor(session.notices, session.stepTokensLeft);
     if (items.length === 0 && deleted.length === 0 && notices.length === 0) {
       session.quietKey = quietKey;
       return "";
@@ -1093,7 +1109,6 @@ export class Engine {
     });
     if (composed.failed) return "";
     for (const path of deleted) session.drop(path);
-    // Said once: a notice that did not fit the step's budget is not said at all (it is a hint, not a file).
     session.notices.splice(0, notices.length);
     this.remember(session, composed, carrier, hierarchy);
     session.stepTokensLeft -= composed.tokens;

@@ -466,10 +466,53 @@ describe("watch past its cap", () => {
       await plugin.step("ses_cap");
       const capped = warnings(plugin).filter((line) => line.includes("watch globs match more than 256 files"));
       expect(capped).toEqual(["AGENTS.md: its watch globs match more than 256 files; only the first 256 (in the worktree index's order) are watched"]);
-      // Every matching file changes: 256 of them are told.
+      // Every matching file changes: 256 of them are told, in blocks of at most half the budget (none lost, each once).
       for (let i = 0; i < 300; i++) await writeFile(join(root, `pkg/p${i}/AGENTS.md`), `package ${i}, changed\n`);
-      const block = await plugin.stepUntil("ses_cap", (text) => text?.includes("was changed") === true, "the watch notices");
-      expect(new Set(block?.match(/\[pkg\/p\d+\/AGENTS\.md was changed/g)).size).toBe(256);
+      const first = await plugin.stepUntil("ses_cap", (text) => text?.includes("was changed") === true, "the watch notices");
+      const told = [...(first?.match(/\[pkg\/p\d+\/AGENTS\.md was changed/g) ?? [])];
+      expect(told.length).toBeGreaterThan(0);
+      expect(told.length).toBeLessThan(256);
+      for (let step = 0; step < 10 && told.length < 256; step++) told.push(...((await plugin.step("ses_cap"))?.match(/\[pkg\/p\d+\/AGENTS\.md was changed/g) ?? []));
+      expect(told).toHaveLength(256);
+      expect(new Set(told).size).toBe(256);
+      expect((await plugin.step("ses_cap"))?.includes("was changed")).toBe(false);
+    } finally {
+      await plugin?.dispose();
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("watch notices past a step's budget", () => {
+  test("delivery stable: a burst of notices larger than half the step's budget is told over the next steps, each once, and the files reached still arrive", async () => {
+    const root = await realpath(await mkdtemp(join(tmpdir(), "rules-watch-burst-")));
+    let plugin: Started | undefined;
+    try {
+      await writeFile(join(root, "AGENTS.md"), '---\nwatch: ["pkg/*/AGENTS.md"]\n---\nROOT-RULE\n');
+      for (let i = 0; i < 120; i++) {
+        await mkdir(join(root, `pkg/p${i}`), { recursive: true });
+        await writeFile(join(root, `pkg/p${i}/AGENTS.md`), `package ${i}\n`);
+      }
+      await mkdir(join(root, "app"));
+      await writeFile(join(root, "app/AGENTS.md"), "APP-RULE\n");
+      expect(spawnSync("git", ["init", "-q"], { cwd: root }).status).toBe(0);
+      plugin = await start(root, { deliveryTokens: 1000 });
+      expect(await plugin.step("ses_burst")).toContain("ROOT-RULE");
+      for (let i = 0; i < 120; i++) await writeFile(join(root, `pkg/p${i}/AGENTS.md`), `package ${i}, changed\n`);
+      // The step that reaches app/ gets its file and the first notices (about 30 tokens each: 120 are over 3,000).
+      const first = await tool(plugin, "ses_burst", "read", { filePath: join(root, "app/AGENTS.md") });
+      expect(first).toContain("APP-RULE");
+      const told = [...first.matchAll(/\[pkg\/p\d+\/AGENTS\.md was changed/g)].map(([notice]) => notice);
+      expect(told.length).toBeGreaterThan(0);
+      expect(told.length).toBeLessThan(120);
+      for (let step = 0; step < 20 && told.length < 120; step++) {
+        // The next request gives the next step its budget.
+        await plugin.step("ses_burst");
+        const output = await tool(plugin, "ses_burst", "read", { filePath: join(root, "app/AGENTS.md") });
+        told.push(...[...output.matchAll(/\[pkg\/p\d+\/AGENTS\.md was changed/g)].map(([notice]) => notice));
+      }
+      expect(new Set(told).size).toBe(120);
+      expect(told).toHaveLength(120);
     } finally {
       await plugin?.dispose();
       await rm(root, { recursive: true, force: true });
