@@ -1,7 +1,7 @@
 import type { PluginInput } from "@opencode-ai/plugin";
 import { realpathSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
-import { clearDocs, compose, countsRevision, knownTokens, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
+import { clearDocs, compose, countsRevision, frameTokens, knownTokens, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
 import { escapeInline } from "./block/escape.ts";
 import { unloadNotice, watchNotice } from "./block/render.ts";
 import { disposeTokens, textBound } from "./block/tokens.ts";
@@ -75,16 +75,21 @@ const MAX_REAL_PATHS = 16_384;
 const MIN_DELIVERY_TOKENS = 64;
 
 /**
- * The notices a block of `budget` tokens says, first come first: as many as half of it holds (the
- * files come first), at least one; the rest wait for the next block, so none is lost to a burst (a
- * watching file's 256 targets changed at once). One that a whole block cannot hold is said in none.
+ * The notices the next block of `kind` says, first come first: as many as half of what `budget` (what
+ * the block may take) leaves past the block's frame holds, and at least one if it fits there whole;
+ * the files come first. The rest wait for the next block, so a burst (a watching file's 256 targets
+ * changed at once) is told over the next blocks, each notice once, and never leaves a block empty.
+ * A notice that a whole block (`blockBudget`) cannot hold could never be told: it is let go (`letGo`).
  */
-function noticesFor(notices: readonly string[], budget: number): string[] {
-  let left = budget / 2;
+function noticesFor(notices: string[], kind: BlockKind, budget: number, blockBudget: number, letGo: (notice: string) => void): string[] {
+  const frame = frameTokens(kind);
+  while (notices.length > 0 && textBound(notices[0]!) > blockBudget - frame) letGo(notices.shift()!);
+  let left = (budget - frame) / 2;
   let count = 0;
   for (const notice of notices) {
-    left -= textBound(notice);
-    if (left < 0 && count > 0) break;
+    const cost = textBound(notice);
+    if (cost > left && !(count === 0 && cost <= budget - frame)) break;
+    left -= cost;
     count++;
   }
   return notices.slice(0, count);
@@ -325,14 +330,15 @@ export class Engine {
       this.judgeHost(session, host, hierarchy);
       // The same inputs give the same bytes: built again only when the hierarchy, the host's files or what the conversation holds changed.
       const key = `${this.hierarchies.get(session)?.key}:${this.ruled.get(session)?.key}:${session.hostRevision}:${session.heldRevision}`;
-      const notices = noticesFor(session.notices, this.settings.options.systemTokens);
+      const notices = noticesFor(session.notices, "system", this.settings.options.systemTokens, this.settings.options.systemTokens, this.noticeLetGo);
       if (session.systemMemo?.key === key && notices.length === 0) return session.systemMemo.text;
       const held = (file: FileVersion) => session.known(file.path)?.sha256 === file.sha256;
       const items = this.items(session, hierarchy, (file) => !session.hostPaths.has(file.path) && !held(file));
       const composed = await this.compose("system", items, this.settings.options.systemTokens, { notices });
       // No exact counts (logged): no block this step, the notices kept for the next one.
       if (composed.failed) return "";
-      session.notices.splice(0, notices.length);
+      // An empty block (its frame alone over the budget) told none.
+      if (composed.text !== "") session.notices.splice(0, notices.length);
       session.systemEntries = entriesByPath(composed);
       // A block with notices is said once: the next step builds the block without them.
       session.systemMemo = notices.length === 0 ? { key, text: composed.text } : undefined;
@@ -1097,7 +1103,7 @@ export class Engine {
     const isCritical = (item: { tier: number }) => item.tier === CRITICAL_TIER;
     const items = ordered.some(isCritical) ? [...ordered.filter(isCritical), ...ordered.filter((item) => !isCritical(item))] : ordered;
     // Those said now: a notice pushed while this block is composed waits for the next delivery.
-    const notices = noticesFor(session.notices, session.stepTokensLeft);
+    const notices = noticesFor(session.notices, "delivery", session.stepTokensLeft, this.settings.options.deliveryTokens, this.noticeLetGo);
     if (items.length === 0 && deleted.length === 0 && notices.length === 0) {
       session.quietKey = quietKey;
       return "";
@@ -1109,12 +1115,18 @@ export class Engine {
     });
     if (composed.failed) return "";
     for (const path of deleted) session.drop(path);
-    session.notices.splice(0, notices.length);
+    // An empty block (its frame alone over the step's budget left) told none.
+    if (composed.text !== "") session.notices.splice(0, notices.length);
     this.remember(session, composed, carrier, hierarchy);
     session.stepTokensLeft -= composed.tokens;
     session.quietKey = quietKey;
     return composed.text;
   }
+
+  private readonly noticeLetGo = (notice: string): void => {
+    const option = this.delivery === "system" ? "systemTokens" : "deliveryTokens";
+    this.settings.log.once(`notice:${notice}`, "warn", `a notice larger than a whole block (option ${option}) could not be told: ${notice}`);
+  };
 
   /** Records what a composed block gave the model of each file. */
   private remember(session: Session, composed: Composed, carrier: string, hierarchy: Hierarchy): void {

@@ -1,4 +1,4 @@
-import { realpathSync, statSync } from "node:fs";
+import { realpathSync, statSync, type Stats } from "node:fs";
 import { relative, sep } from "node:path";
 
 /** `path` with every symlink resolved, or as given when it does not resolve. */
@@ -22,10 +22,19 @@ export function relativePosix(root: string, path: string): string {
 
 /** What stat says of a path (identity, size, times), to tell a change; "-" when it is not there. */
 export function statPrint(path: string): string {
+  return printOf(statOrUndefined(path));
+}
+
+/** statPrint's string of what stat said. */
+export function printOf(info: Stats | undefined): string {
+  return info === undefined ? "-" : `${info.ino}:${info.size}:${info.mtimeMs}:${info.ctimeMs}`;
+}
+
+/** stat of `path` (symlinks followed), undefined when there is nothing (or nothing that can be stat'd). */
+export function statOrUndefined(path: string): Stats | undefined {
   try {
-    const info = statSync(path, { throwIfNoEntry: false });
-    return info === undefined ? "-" : `${info.ino}:${info.size}:${info.mtimeMs}:${info.ctimeMs}`;
+    return statSync(path, { throwIfNoEntry: false });
   } catch {
-    return "-";
+    return undefined;
   }
 }

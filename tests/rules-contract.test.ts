@@ -520,6 +520,35 @@ describe("watch notices past a step's budget", () => {
   });
 });
 
+describe("a watch notice in a small budget", () => {
+  for (const deliveryTokens of [64, 70, 90]) test(`deliveryTokens ${deliveryTokens}: told once where a block can hold it with its frame, else let go with a warning (found in review)`, async () => {
+    const root = await realpath(await mkdtemp(join(tmpdir(), "rules-watch-small-")));
+    let plugin: Started | undefined;
+    try {
+      await writeFile(join(root, "AGENTS.md"), '---\nwatch: ["packages/*/docs/AGENTS.md"]\n---\nROOT-RULE\n');
+      await mkdir(join(root, "packages/payments-service/docs"), { recursive: true });
+      await writeFile(join(root, "packages/payments-service/docs/AGENTS.md"), "package 0\n");
+      await mkdir(join(root, "app"));
+      await writeFile(join(root, "app/x.txt"), "x\n");
+      expect(spawnSync("git", ["init", "-q"], { cwd: root }).status).toBe(0);
+      plugin = await start(root, { deliveryTokens });
+      await plugin.step("ses_small");
+      await writeFile(join(root, "packages/payments-service/docs/AGENTS.md"), "package 0, changed\n");
+      let told = 0;
+      for (let step = 0; step < 5; step++) {
+        await plugin.step("ses_small");
+        told += [...(await tool(plugin, "ses_small", "read", { filePath: join(root, "app/x.txt") })).matchAll(/was changed/g)].length;
+      }
+      const letGo = warnings(plugin).filter((line) => line.includes("could not be told"));
+      // 64: the block's frame and the notice are more than a whole block.
+      expect([told, letGo.length]).toEqual(deliveryTokens === 64 ? [0, 1] : [1, 0]);
+    } finally {
+      await plugin?.dispose();
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("bad values", () => {
   /** Each bad file: what its one warning must name (the file, the key, the value). */
   const BAD: readonly (readonly [rel: string, ...named: string[]])[] = [

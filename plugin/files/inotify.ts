@@ -41,10 +41,11 @@ const ERRNO: Readonly<Record<number, string>> = Object.freeze({ 2: "ENOENT", 13:
 
 /**
  * A watch's listener: the watched directory (as `watch` was given it) and the entry's name, or the
- * directory's own name when the directory itself went. One function may serve every watch: a store
+ * directory's own name when the directory itself went (`self`: an entry may bear the directory's
+ * name too). One function may serve every watch: a store
  * watching 13,000 directories made three closures and two objects for each, about 3 MB of heap.
  */
-export type DirListener = (dir: string, name: string) => void;
+export type DirListener = (dir: string, name: string, self: boolean) => void;
 
 export interface DirWatch {
   close(): void;
@@ -193,7 +194,7 @@ export class Inotify {
         const self = (mask & SELF) !== 0 || length === 0;
         const name = self ? "" : this.decoder.decode(end === -1 ? nameBytes : nameBytes.subarray(0, end));
         if (mask & IN_IGNORED) this.watches.delete(wd);
-        for (const watch of Array.isArray(known) ? known : [known]) guarded(() => watch.listener(watch.dir, self ? basename(watch.dir) : name));
+        for (const watch of Array.isArray(known) ? known : [known]) guarded(() => watch.listener(watch.dir, self ? basename(watch.dir) : name, self));
       }
     }
   }

@@ -1,4 +1,4 @@
-import { lstatSync, watch } from "node:fs";
+import { lstatSync, readdirSync, watch } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import type { FileVersion } from "../files/contained.ts";
 import { decodeText, RACY_MS, readContained, readContainedHead } from "../files/contained.ts";
@@ -6,7 +6,7 @@ import { Inotify, type DirWatch, type InotifyUser } from "../files/inotify.ts";
 import { needsMatter, parseFrontmatter } from "../files/frontmatter.ts";
 import { buildWorktreeIndex, contextNamesOf, type IgnoreBasisResult, type WorktreeIndex } from "../files/worktree-index.ts";
 import type { Logger } from "../log.ts";
-import { relativePosix, statPrint } from "../paths.ts";
+import { printOf, relativePosix, statOrUndefined, statPrint } from "../paths.ts";
 import { nextTurn } from "../turns.ts";
 import { readContract, type Contract } from "./contract.ts";
 import { AgentRanker, headingsOf, prepareAgentDoc, type AgentDoc, type Ranked } from "./rank.ts";
@@ -69,7 +69,8 @@ export class Catalog {
   version = 0;
   private entries = new Map<string, Entry>();
   private ranker: AgentRanker | undefined;
-  private readonly watchers = new Map<string, DirWatch>();
+  /** Watched directories; with inotify, each with the identity (dev:ino) it had when its watch began. */
+  private readonly watchers = new Map<string, { readonly watch: DirWatch; readonly id: string }>();
   /** Linux's event queue, shared (inotify.ts); undefined: fs.watch, and every entry stat'd at each refresh. */
   private readonly inotify: Inotify | undefined;
   private readonly inotifyUser: InotifyUser = { drained: () => {}, overflowed: () => (this.eventsLost = true) };
@@ -78,10 +79,13 @@ export class Catalog {
   /**
    * Entries an event may not tell of, stat'd at each refresh (inotify): each one read since the last
    * refresh (its directory's watch may have begun after its read), and those read within a timestamp
-   * tick of a change (racy), in a directory not watched, or leading by a symlink to another directory.
+   * tick of a change (racy), in a directory not watched, that are a symlink, or with another hard link
+   * (an edit through another name is an event elsewhere).
    */
   private readonly unsure = new Set<string>();
-  /** The queue overflowed or a watched directory itself went: every entry is stat'd at the next refresh. */
+  /** Watched directories that went or are other ones now: watched again when they are there. */
+  private readonly gone = new Set<string>();
+  /** The queue overflowed, or a watched directory went or is another one now: every entry is stat'd at the next refresh. */
   private eventsLost = false;
   /** Stats made by refreshes (for tests: what a refresh costs). */
   refreshStats = 0;
@@ -216,6 +220,7 @@ export class Catalog {
       for (const path of this.entries.keys()) this.recheck(path);
     } else {
       this.inotify.drain();
+      this.checkWatchedDirs();
       if (this.eventsLost) for (const path of this.entries.keys()) this.unsure.add(path);
       this.eventsLost = false;
       for (const path of this.pending) this.changed(path);
@@ -233,30 +238,61 @@ export class Catalog {
     const entry = this.entries.get(path);
     if (entry === undefined) return;
     this.refreshStats++;
-    if (statPrint(path) !== entry.print) this.consider(path);
-    else if (this.inotify !== undefined && !this.eventsTell(path, entry)) this.unsure.add(path);
+    const info = statOrUndefined(path);
+    if (printOf(info) !== entry.print) this.consider(path);
+    else if (this.inotify !== undefined && !(info !== undefined && info.nlink === 1 && this.eventsTell(path, entry))) this.unsure.add(path);
   }
 
   private eventsTell(path: string, entry: Entry): boolean {
-    const dir = dirname(path);
-    return entry.print !== RACY_PRINT && this.watchers.has(dir) && dirname(entry.file.path) === dir;
+    return entry.print !== RACY_PRINT && entry.file.path === path && this.watchers.has(dirname(path));
   }
 
-  /** Every inotify watch's listener: the path is read again at the next refresh. */
-  private readonly onDirEvent = (dir: string, name: string): void => {
-    // The directory itself went (deleted, moved): its entries' paths may lead nowhere now, and a
-    // directory made again at that path is watched again when an entry there is read.
-    if (name === basename(dir)) {
-      this.eventsLost = true;
-      this.watchers.get(dir)?.close();
+  /**
+   * A watch follows its directory's inode: a directory moved away (an ancestor renamed, say) or
+   * replaced by another at its path tells nothing at that path. So each watched directory's identity
+   * is checked at every refresh (one stat each: entries share a few directories); one that changed
+   * is watched again as it is now, its files considered, and every entry stat'd once.
+   */
+  private checkWatchedDirs(): void {
+    for (const [dir, watched] of [...this.watchers]) {
+      if (this.dirId(dir) === watched.id) continue;
+      watched.watch.close();
       this.watchers.delete(dir);
+      this.eventsLost = true;
+      this.gone.add(dir);
     }
-    this.pending.add(join(dir, name));
+    // A directory gone is watched again once it is back (moved back, made again).
+    for (const dir of [...this.gone]) {
+      this.watchDir(dir);
+      if (!this.watchers.has(dir)) continue;
+      this.gone.delete(dir);
+      // Files made there before the new watch began: read as if events named them.
+      for (const name of readdirOrEmpty(dir)) this.onDirEvent(dir, name, false);
+    }
+  }
+
+  private dirId(dir: string): string {
+    const info = statOrUndefined(dir);
+    return info?.isDirectory() === true ? `${info.dev}:${info.ino}` : "-";
+  }
+
+  /**
+   * Every inotify watch's listener: a path that may be an entry is read again at the next refresh
+   * (events on other files, a build's output, say, cost nothing more).
+   */
+  private readonly onDirEvent = (dir: string, name: string, self: boolean): void => {
+    // The directory itself went (deleted, moved): every entry is stat'd, and the directory watched again if it comes back.
+    if (self) {
+      this.eventsLost = true;
+      return;
+    }
+    const path = join(dir, name);
+    if (this.names.has(name) || this.entries.has(path) || this.index?.mayLoad(relativePosix(this.options.worktree, path)) === true) this.pending.add(path);
   };
 
   dispose(): void {
     this.disposed = true;
-    for (const watcher of this.watchers.values()) watcher.close();
+    for (const { watch } of this.watchers.values()) watch.close();
     this.watchers.clear();
     this.inotify?.release(this.inotifyUser);
   }
@@ -327,8 +363,11 @@ export class Catalog {
   private watchDir(dir: string): void {
     if (this.watchers.has(dir) || this.disposed) return;
     if (this.inotify !== undefined) {
+      // Its identity before the watch: a directory replaced in between is found changed at the next refresh.
+      const id = this.dirId(dir);
+      if (id === "-") return;
       try {
-        this.watchers.set(dir, this.inotify.watch(dir, this.onDirEvent));
+        this.watchers.set(dir, { watch: this.inotify.watch(dir, this.onDirEvent), id });
       } catch {
         // Not watched (out of watches, say): its entries stay unsure, stat'd at every refresh.
       }
@@ -342,7 +381,7 @@ export class Catalog {
         watcher.close();
         this.watchers.delete(dir);
       });
-      this.watchers.set(dir, watcher);
+      this.watchers.set(dir, { watch: watcher, id: "" });
     } catch {
       // A directory that cannot be watched is read again when the store sees a change there.
     }
@@ -406,4 +445,13 @@ function agentDoc(entry: Entry): AgentDoc {
     agentDocs.set(file, doc);
   }
   return doc;
+}
+
+/** The names in `dir`, none when it cannot be listed. */
+function readdirOrEmpty(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
 }

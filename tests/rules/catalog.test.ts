@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { mkdirSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
+import { cpSync, linkSync, mkdirSync, renameSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { parseFrontmatter } from "../../plugin/files/frontmatter.ts";
@@ -246,6 +246,66 @@ describe("catalog: freshness with inotify (Linux)", () => {
       catalog.refresh(performance.now());
       expect(catalog.get(join(root, "a/AGENTS.md"))?.file.body).toBe(`# v${i}\n`);
     }
+  });
+
+  // Each found by a helper's review of the first version (which had the old code's stat of every entry to live up to).
+  test.skipIf(!LINUX)("an ancestor of a watched directory renamed and a copy put back: the copy's edits are seen (a watch follows its inode)", async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "pk/foo/AGENTS.md": always("# v1"), "other/AGENTS.md": always("# o") });
+    const catalog = await build(root, undefined, true);
+    catalog.refresh(performance.now());
+    renameSync(join(root, "pk"), join(root, "pk.bak"));
+    catalog.refresh(performance.now());
+    expect(catalog.get(join(root, "pk/foo/AGENTS.md"))).toBeUndefined();
+    cpSync(join(root, "pk.bak"), join(root, "pk"), { recursive: true });
+    writeFileSync(join(root, "pk/foo/AGENTS.md"), always("# v2"));
+    catalog.refresh(performance.now());
+    expect(catalog.get(join(root, "pk/foo/AGENTS.md"))?.file.body).toBe("# v2\n");
+    writeFileSync(join(root, "pk/foo/AGENTS.md"), always("# v3"));
+    catalog.refresh(performance.now());
+    expect(catalog.get(join(root, "pk/foo/AGENTS.md"))?.file.body).toBe("# v3\n");
+  });
+
+  test.skipIf(!LINUX)("CLAUDE.md a symlink to AGENTS.md beside it, or a hard link edited through another name: each edit is seen", async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "a/AGENTS.md": always("# v1"), "b/AGENTS.md": always("# h1"), "elsewhere/keep.txt": "x\n" });
+    symlinkSync("AGENTS.md", join(root, "a/CLAUDE.md"));
+    linkSync(join(root, "b/AGENTS.md"), join(root, "elsewhere/linked.md"));
+    const catalog = await build(root, undefined, true);
+    for (let i = 2; i < 4; i++) {
+      // Past the racy window, and a refresh with nothing new: the entries are no longer stat'd for being new.
+      await Bun.sleep(60);
+      catalog.refresh(performance.now());
+      catalog.refresh(performance.now());
+      writeFileSync(join(root, "a/AGENTS.md"), always(`# v${i}`));
+      writeFileSync(join(root, "elsewhere/linked.md"), always(`# h${i}`));
+      catalog.refresh(performance.now());
+      expect(catalog.get(join(root, "a/CLAUDE.md"))?.file.body).toBe(`# v${i}\n`);
+      expect(catalog.get(join(root, "b/AGENTS.md"))?.file.body).toBe(`# h${i}\n`);
+    }
+  });
+
+  test.skipIf(!LINUX)("a file named like its directory is no sign the directory went; a rule directory moved away and back is watched again", async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "server/AGENTS.md": always("# v1"), ".opencode/rules/team/a.md": "# a\n" });
+    const catalog = await build(root, undefined, true);
+    catalog.refresh(performance.now());
+    writeFileSync(join(root, "server/server"), "a build's output\n");
+    catalog.refresh(performance.now());
+    rmSync(join(root, "server/AGENTS.md"));
+    catalog.refresh(performance.now());
+    expect(catalog.get(join(root, "server/AGENTS.md"))).toBeUndefined();
+    writeFileSync(join(root, "server/AGENTS.md"), always("# v3"));
+    catalog.refresh(performance.now());
+    expect(catalog.get(join(root, "server/AGENTS.md"))?.file.body).toBe("# v3\n");
+    const team = join(root, ".opencode/rules/team");
+    renameSync(team, `${team}.away`);
+    catalog.refresh(performance.now());
+    renameSync(`${team}.away`, team);
+    catalog.refresh(performance.now());
+    writeFileSync(join(team, "b.md"), "# b\n");
+    catalog.refresh(performance.now());
+    expect(catalog.get(join(team, "b.md"))?.contract.include).toBe("always");
   });
 
   test.skipIf(!LINUX)("a watched directory deleted: its entries go at the next refresh", async () => {
