@@ -76,19 +76,21 @@ const MIN_DELIVERY_TOKENS = 64;
 
 /**
  * The notices the next block of `kind` says, first come first: as many as half of what `budget` (what
- * the block may take) leaves past the block's frame holds, and at least one if it fits there whole;
+ * the block may take) leaves past the block's frame (with its `deleted` files' notices) holds, and at
+ * least one if it fits there whole;
  * the files come first. The rest wait for the next block, so a burst (a watching file's 256 targets
  * changed at once) is told over the next blocks, each notice once, and never leaves a block empty.
  * A notice that a whole block (`blockBudget`) cannot hold could never be told: it is let go (`letGo`).
  */
-function noticesFor(notices: string[], kind: BlockKind, budget: number, blockBudget: number, letGo: (notice: string) => void): string[] {
+function noticesFor(notices: string[], kind: BlockKind, deleted: readonly string[], budget: number, blockBudget: number, letGo: (notice: string) => void): string[] {
   const frame = frameTokens(kind);
   while (notices.length > 0 && textBound(notices[0]!) > blockBudget - frame) letGo(notices.shift()!);
-  let left = (budget - frame) / 2;
+  const used = frameTokens(kind, deleted);
+  let left = (budget - used) / 2;
   let count = 0;
   for (const notice of notices) {
     const cost = textBound(notice);
-    if (cost > left && !(count === 0 && cost <= budget - frame)) break;
+    if (cost > left && !(count === 0 && cost <= budget - used)) break;
     left -= cost;
     count++;
   }
@@ -330,7 +332,7 @@ export class Engine {
       this.judgeHost(session, host, hierarchy);
       // The same inputs give the same bytes: built again only when the hierarchy, the host's files or what the conversation holds changed.
       const key = `${this.hierarchies.get(session)?.key}:${this.ruled.get(session)?.key}:${session.hostRevision}:${session.heldRevision}`;
-      const notices = noticesFor(session.notices, "system", this.settings.options.systemTokens, this.settings.options.systemTokens, this.noticeLetGo);
+      const notices = noticesFor(session.notices, "system", [], this.settings.options.systemTokens, this.settings.options.systemTokens, this.noticeLetGo);
       if (session.systemMemo?.key === key && notices.length === 0) return session.systemMemo.text;
       const held = (file: FileVersion) => session.known(file.path)?.sha256 === file.sha256;
       const items = this.items(session, hierarchy, (file) => !session.hostPaths.has(file.path) && !held(file));
@@ -1103,14 +1105,15 @@ export class Engine {
     const isCritical = (item: { tier: number }) => item.tier === CRITICAL_TIER;
     const items = ordered.some(isCritical) ? [...ordered.filter(isCritical), ...ordered.filter((item) => !isCritical(item))] : ordered;
     // Those said now: a notice pushed while this block is composed waits for the next delivery.
-    const notices = noticesFor(session.notices, "delivery", session.stepTokensLeft, this.settings.options.deliveryTokens, this.noticeLetGo);
+    const deletedRels = deleted.map((path) => this.relOf(path));
+    const notices = noticesFor(session.notices, "delivery", deletedRels, session.stepTokensLeft, this.settings.options.deliveryTokens, this.noticeLetGo);
     if (items.length === 0 && deleted.length === 0 && notices.length === 0) {
       session.quietKey = quietKey;
       return "";
     }
     const composed = await this.compose("delivery", items, session.stepTokensLeft, {
       updated: new Set(updated.map((item) => item.file.path)),
-      deleted: deleted.map((path) => this.relOf(path)),
+      deleted: deletedRels,
       notices,
     });
     if (composed.failed) return "";

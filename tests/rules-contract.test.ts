@@ -549,6 +549,43 @@ describe("a watch notice in a small budget", () => {
   });
 });
 
+describe("watch notices beside deletions", () => {
+  test("notices leave room for the deletions a block must tell: a small budget still says every deletion, and later every notice (found in review)", async () => {
+    const root = await realpath(await mkdtemp(join(tmpdir(), "rules-watch-deleted-")));
+    let plugin: Started | undefined;
+    try {
+      await writeFile(join(root, "AGENTS.md"), '---\nwatch: ["w/*/AGENTS.md"]\n---\nR\n');
+      for (const name of ["a", "b", "c", "d"]) {
+        await mkdir(join(root, `packages/${name}`), { recursive: true });
+        await writeFile(join(root, `packages/${name}/AGENTS.md`), `${name}\n`);
+      }
+      for (let i = 0; i < 12; i++) {
+        await mkdir(join(root, `w/p${i}`), { recursive: true });
+        await writeFile(join(root, `w/p${i}/AGENTS.md`), `w ${i}\n`);
+      }
+      expect(spawnSync("git", ["init", "-q"], { cwd: root }).status).toBe(0);
+      plugin = await start(root, { deliveryTokens: 150 });
+      await plugin.step("ses_del");
+      for (const name of ["a", "b", "c", "d"]) {
+        expect(await tool(plugin, "ses_del", "read", { filePath: join(root, `packages/${name}/AGENTS.md`) })).toContain(`${name}\n`);
+        await plugin.step("ses_del");
+      }
+      for (const name of ["a", "b", "c", "d"]) await rm(join(root, `packages/${name}/AGENTS.md`));
+      for (let i = 0; i < 12; i++) await writeFile(join(root, `w/p${i}/AGENTS.md`), `w ${i}, changed\n`);
+      let said = "";
+      for (let step = 0; step < 20 && (said.match(/was changed/g) ?? []).length < 12; step++) {
+        await plugin.step("ses_del");
+        said += await tool(plugin, "ses_del", "read", { filePath: join(root, "packages") });
+      }
+      for (const name of ["a", "b", "c", "d"]) expect(said).toContain(`[packages/${name}/AGENTS.md no longer applies`);
+      expect((said.match(/was changed/g) ?? []).length).toBe(12);
+    } finally {
+      await plugin?.dispose();
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("bad values", () => {
   /** Each bad file: what its one warning must name (the file, the key, the value). */
   const BAD: readonly (readonly [rel: string, ...named: string[]])[] = [

@@ -50,6 +50,8 @@ const RACY_PRINT = "racy";
 const HEAD_BYTES = 4096;
 /** Start-up reads run in slices this long at most, as the store's do. */
 const SLICE_MS = 4;
+/** Watched directories that went, kept to be watched again when they are back: the latest this many. */
+const MAX_GONE = 256;
 /** A slice waits this long at most for the steps reading: sessions stepping without a pause must not hold the catalog back for good. */
 const MAX_GIVE_WAY_MS = 100;
 
@@ -204,7 +206,7 @@ export class Catalog {
     if (this.disposed) return;
     const rel = relativePosix(this.options.worktree, path);
     // A deleted candidate leaves the index too (else it stays listed, and counts against maxEntries).
-    if (this.index !== undefined && !rel.startsWith("..")) this.index.update(rel, lstatSync(path, { throwIfNoEntry: false }) !== undefined);
+    if (this.index !== undefined && !rel.startsWith("..")) this.index.update(rel, lstatOrUndefined(path) !== undefined);
     this.consider(path);
   }
 
@@ -223,8 +225,9 @@ export class Catalog {
       this.checkWatchedDirs();
       if (this.eventsLost) for (const path of this.entries.keys()) this.unsure.add(path);
       this.eventsLost = false;
-      for (const path of this.pending) this.changed(path);
+      const named = [...this.pending];
       this.pending.clear();
+      for (const path of named) this.changed(path);
       for (const path of [...this.unsure]) {
         this.unsure.delete(path);
         this.recheck(path);
@@ -259,7 +262,7 @@ export class Catalog {
       watched.watch.close();
       this.watchers.delete(dir);
       this.eventsLost = true;
-      this.gone.add(dir);
+      this.goneAway(dir);
     }
     // A directory gone is watched again once it is back (moved back, made again).
     for (const dir of [...this.gone]) {
@@ -269,6 +272,13 @@ export class Catalog {
       // Files made there before the new watch began: read as if events named them.
       for (const name of readdirOrEmpty(dir)) this.onDirEvent(dir, name, false);
     }
+  }
+
+  /** Kept to be watched again when it is back; the latest MAX_GONE only (each costs a stat a refresh, and most never come back). */
+  private goneAway(dir: string): void {
+    this.gone.delete(dir);
+    this.gone.add(dir);
+    if (this.gone.size > MAX_GONE) this.gone.delete(this.gone.values().next().value!);
   }
 
   private dirId(dir: string): string {
@@ -281,8 +291,12 @@ export class Catalog {
    * (events on other files, a build's output, say, cost nothing more).
    */
   private readonly onDirEvent = (dir: string, name: string, self: boolean): void => {
-    // The directory itself went (deleted, moved): every entry is stat'd, and the directory watched again if it comes back.
+    // The directory itself went (deleted, moved): every entry is stat'd, and the directory watched
+    // again once it is back (the identity check alone would miss one made again on the same inode).
     if (self) {
+      this.watchers.get(dir)?.watch.close();
+      this.watchers.delete(dir);
+      this.goneAway(dir);
       this.eventsLost = true;
       return;
     }
@@ -453,5 +467,14 @@ function readdirOrEmpty(dir: string): string[] {
     return readdirSync(dir);
   } catch {
     return [];
+  }
+}
+
+/** lstat of `path`, undefined when there is nothing there or it cannot be told (a directory on the way made a file: ENOTDIR; a loop). */
+function lstatOrUndefined(path: string): ReturnType<typeof lstatSync> | undefined {
+  try {
+    return lstatSync(path, { throwIfNoEntry: false });
+  } catch {
+    return undefined;
   }
 }

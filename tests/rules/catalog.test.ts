@@ -308,6 +308,43 @@ describe("catalog: freshness with inotify (Linux)", () => {
     expect(catalog.get(join(team, "b.md"))?.contract.include).toBe("always");
   });
 
+  test.skipIf(!LINUX)("a watched directory deleted and made again (on ext4, often on the same inode): its new files' edits are seen", async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "a/AGENTS.md": always("# v1"), "b/AGENTS.md": always("# b") });
+    const catalog = await build(root, undefined, true);
+    catalog.refresh(performance.now());
+    rmSync(join(root, "a"), { recursive: true });
+    catalog.refresh(performance.now());
+    scratch.write(root, { "a/AGENTS.md": always("# v2") });
+    catalog.refresh(performance.now());
+    expect(catalog.get(join(root, "a/AGENTS.md"))?.file.body).toBe("# v2\n");
+    for (let i = 3; i < 5; i++) {
+      await Bun.sleep(60);
+      catalog.refresh(performance.now());
+      writeFileSync(join(root, "a/AGENTS.md"), always(`# v${i}`));
+      catalog.refresh(performance.now());
+      expect(catalog.get(join(root, "a/AGENTS.md"))?.file.body).toBe(`# v${i}\n`);
+    }
+  });
+
+  test.skipIf(!LINUX)("a refresh never throws, now or later, when a path an event named cannot be stat'd (its directory made a file, a symlink loop; found in review)", async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "d/AGENTS.md": always("# d"), "e/AGENTS.md": always("# e"), "ok/AGENTS.md": always("# ok") });
+    const catalog = await build(root, undefined, true);
+    catalog.refresh(performance.now());
+    writeFileSync(join(root, "d/AGENTS.md"), always("# d2"));
+    writeFileSync(join(root, "e/AGENTS.md"), always("# e2"));
+    rmSync(join(root, "d"), { recursive: true });
+    writeFileSync(join(root, "d"), "now a file\n");
+    rmSync(join(root, "e"), { recursive: true });
+    symlinkSync("e", join(root, "e"));
+    expect(() => catalog.refresh(performance.now())).not.toThrow();
+    writeFileSync(join(root, "ok/AGENTS.md"), always("# ok2"));
+    expect(() => catalog.refresh(performance.now())).not.toThrow();
+    expect(modes(catalog)).toEqual({ "ok/AGENTS.md": "always" });
+    expect(catalog.get(join(root, "ok/AGENTS.md"))?.file.body).toBe("# ok2\n");
+  });
+
   test.skipIf(!LINUX)("a watched directory deleted: its entries go at the next refresh", async () => {
     const root = scratch.dir();
     scratch.write(root, { "a/AGENTS.md": always("# a"), "b/AGENTS.md": always("# b") });
