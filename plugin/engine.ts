@@ -77,10 +77,10 @@ const MIN_DELIVERY_TOKENS = 64;
 /**
  * The notices the next block of `kind` says, first come first: as many as half of what `budget` (what
  * the block may take) leaves past the block's frame (with its `deleted` files' notices) holds, and at
- * least one if it fits there whole;
- * the files come first. The rest wait for the next block, so a burst (a watching file's 256 targets
- * changed at once) is told over the next blocks, each notice once, and never leaves a block empty.
- * A notice that a whole block (`blockBudget`) cannot hold could never be told: it is let go (`letGo`).
+ * least one if it fits there whole; the files come first. The rest wait for the next block, so a
+ * burst (a watching file's 256 targets changed at once) is told over the next blocks, each notice
+ * once, and never leaves a block empty. A notice that a whole block (`blockBudget`) cannot hold could
+ * never be told: it is let go (`letGo`).
  */
 function noticesFor(notices: string[], kind: BlockKind, deleted: readonly string[], budget: number, blockBudget: number, letGo: (notice: string) => void): string[] {
   const frame = frameTokens(kind);
@@ -96,6 +96,7 @@ function noticesFor(notices: string[], kind: BlockKind, deleted: readonly string
   }
   return notices.slice(0, count);
 }
+
 /**
  * The catalog is built, and the libraries loaded, once start-up and the steps have left the event
  * loop alone this long (or, under steady work, CATALOG_MAX_DEFER_MS after start): their git walks,
