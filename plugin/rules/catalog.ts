@@ -6,7 +6,7 @@ import { Inotify, type DirWatch, type InotifyUser } from "../files/inotify.ts";
 import { needsMatter, parseFrontmatter } from "../files/frontmatter.ts";
 import { buildWorktreeIndex, contextNamesOf, type IgnoreBasisResult, type WorktreeIndex } from "../files/worktree-index.ts";
 import type { Logger } from "../log.ts";
-import { printOf, relativePosix, statOrUndefined, statPrint } from "../paths.ts";
+import { printOf, realPathOr, relativePosix, statOrUndefined, statPrint } from "../paths.ts";
 import { nextTurn } from "../turns.ts";
 import { readContract, type Contract } from "./contract.ts";
 import { AgentRanker, headingsOf, prepareAgentDoc, type AgentDoc, type Ranked } from "./rank.ts";
@@ -85,6 +85,8 @@ export class Catalog {
    * (an edit through another name is an event elsewhere).
    */
   private readonly unsure = new Set<string>();
+  /** How many entries each directory holds: the watched directories whose identity each refresh checks. */
+  private readonly entryDirs = new Map<string, number>();
   /** Watched directories that went or are other ones now: watched again when they are there. */
   private readonly gone = new Set<string>();
   /** The queue overflowed, or a watched directory went or is another one now: every entry is stat'd at the next refresh. */
@@ -257,8 +259,10 @@ export class Catalog {
    * is watched again as it is now, its files considered, and every entry stat'd once.
    */
   private checkWatchedDirs(): void {
-    for (const [dir, watched] of [...this.watchers]) {
-      if (this.dirId(dir) === watched.id) continue;
+    // Those holding entries: a directory only watched for rule files to come is as fs.watch had it (no stat a step).
+    for (const dir of [...this.entryDirs.keys()]) {
+      const watched = this.watchers.get(dir);
+      if (watched === undefined || this.dirId(dir) === watched.id) continue;
       watched.watch.close();
       this.watchers.delete(dir);
       this.eventsLost = true;
@@ -279,6 +283,12 @@ export class Catalog {
     this.gone.delete(dir);
     this.gone.add(dir);
     if (this.gone.size > MAX_GONE) this.gone.delete(this.gone.values().next().value!);
+  }
+
+  private countEntryDir(dir: string, by: number): void {
+    const count = (this.entryDirs.get(dir) ?? 0) + by;
+    if (count > 0) this.entryDirs.set(dir, count);
+    else this.entryDirs.delete(dir);
   }
 
   private dirId(dir: string): string {
@@ -328,6 +338,7 @@ export class Catalog {
     }
     if (entry === undefined) this.entries.delete(path);
     else this.entries.set(path, entry);
+    if ((entry === undefined) !== (before === undefined)) this.countEntryDir(dirname(path), entry === undefined ? -1 : 1);
     if (entry !== undefined && this.inotify !== undefined) this.unsure.add(path);
     this.ranker = undefined;
     this.version++;
@@ -379,7 +390,8 @@ export class Catalog {
     if (this.inotify !== undefined) {
       // Its identity before the watch: a directory replaced in between is found changed at the next refresh.
       const id = this.dirId(dir);
-      if (id === "-") return;
+      // Never a directory a symlink on the way leads to (outside the worktree, maybe): no watch there, and no listing.
+      if (id === "-" || realPathOr(dir) !== dir) return;
       try {
         this.watchers.set(dir, { watch: this.inotify.watch(dir, this.onDirEvent), id });
       } catch {

@@ -230,7 +230,8 @@ function sameVersions(versions: ReadonlyMap<string, unknown>, chains: readonly (
   return chains.every((chain) => chain.every((file) => versions.get(file.key) === file.version));
 }
 
-function merge(chains: readonly (readonly MergeFile[])[]): Merged {
+function merge(given: readonly (readonly MergeFile[])[]): Merged {
+  const chains = readingOnce(given);
   const placed = place(chains);
   const dropped = droppedFiles(placed);
   const notes = new Map<string, string[]>();
@@ -239,6 +240,33 @@ function merge(chains: readonly (readonly MergeFile[])[]): Merged {
   const bodies = new Map<string, string>();
   for (const [key, fileEdits] of edits) if (!dropped.has(key)) bodies.set(key, applyEdits(placed.get(key)!.file.body, fileEdits));
   return { bodies, dropped, notes };
+}
+
+/**
+ * The chains with each file's body read at most once in this merge, and only if asked for: a file
+ * version decodes its text at each read (version.ts), and a `sections` file is read for its outline,
+ * for each section it gives and for its own edits.
+ */
+function readingOnce(chains: readonly (readonly MergeFile[])[]): MergeFile[][] {
+  const copies = new Map<string, MergeFile>();
+  const copyOf = (file: MergeFile): MergeFile => {
+    let copy = copies.get(file.key);
+    if (copy === undefined) {
+      let body: string | undefined;
+      copy = {
+        key: file.key,
+        version: file.version,
+        rel: file.rel,
+        merge: file.merge,
+        get body() {
+          return (body ??= file.body);
+        },
+      };
+      copies.set(file.key, copy);
+    }
+    return copy;
+  };
+  return chains.map((chain) => chain.map(copyOf));
 }
 
 function place(chains: readonly (readonly MergeFile[])[]): Map<string, Placed> {

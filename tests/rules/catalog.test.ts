@@ -345,6 +345,21 @@ describe("catalog: freshness with inotify (Linux)", () => {
     expect(catalog.get(join(root, "ok/AGENTS.md"))?.file.body).toBe("# ok2\n");
   });
 
+  test.skipIf(!LINUX)("a watched directory whose ancestor became a symlink leading out is neither watched nor listed there (found in review)", async () => {
+    const root = scratch.dir();
+    const outside = scratch.dir();
+    scratch.write(outside, { "foo/CLAUDE.md": always("OUTSIDE"), "foo/AGENTS.md": always("OUTSIDE") });
+    scratch.write(root, { "pk/foo/AGENTS.md": always("# inside"), "other/AGENTS.md": always("# o") });
+    const catalog = await build(root, undefined, true);
+    catalog.refresh(performance.now());
+    renameSync(join(root, "pk"), join(root, "pk.bak"));
+    symlinkSync(outside, join(root, "pk"));
+    catalog.refresh(performance.now());
+    catalog.refresh(performance.now());
+    expect(catalog.index?.files).not.toContain("pk/foo/CLAUDE.md");
+    expect([...catalog.all].map((entry) => entry.file.body).join("")).not.toContain("OUTSIDE");
+  });
+
   test.skipIf(!LINUX)("a watched directory deleted: its entries go at the next refresh", async () => {
     const root = scratch.dir();
     scratch.write(root, { "a/AGENTS.md": always("# a"), "b/AGENTS.md": always("# b") });

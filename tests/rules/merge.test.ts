@@ -253,6 +253,26 @@ describe("mergeChains: memo and cost", () => {
     expect(bodyOf(mergeChains([[root, a3]]), root)).toContain("\na3\n");
   });
 
+  test("a file's text is read at most once a merge, however many sections it gives (found in review: once per section)", () => {
+    const reads = new Map<string, number>();
+    const counted = (rel: string, body: string, merge: Mode): MergeFile => ({
+      key: `${rel}#${++version}`,
+      version: rel,
+      rel,
+      get body(): string {
+        reads.set(rel, (reads.get(rel) ?? 0) + 1);
+        return body;
+      },
+      merge,
+    });
+    const names = Array.from({ length: 50 }, (_, i) => `## Part ${i}\n`);
+    const root = counted("AGENTS.md", names.map((heading) => `${heading}root\n`).join(""), "append");
+    const leaf = counted("x/AGENTS.md", names.map((heading) => `${heading}leaf\n`).join(""), "sections");
+    const merged = mergeChains([[root, leaf]]);
+    expect(merged.bodies.get(root.key)).toContain('[section "Part 49" from x/AGENTS.md');
+    expect(Object.fromEntries(reads)).toEqual({ "AGENTS.md": 1, "x/AGENTS.md": 1 });
+  });
+
   test("no text is read unless sections are merged (a version decodes its text at each read)", () => {
     const unread = (rel: string, merge: Mode): MergeFile => ({
       key: `${rel}#${++version}`,
