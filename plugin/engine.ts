@@ -1,7 +1,8 @@
 import type { PluginInput } from "@opencode-ai/plugin";
 import { realpathSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
-import { clearDocs, compose, countsRevision, frameTokens, knownTokens, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
+import { clearDocs, compose, countsRevision, knownTokens, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
+import { frameCost } from "./block/plan.ts";
 import { escapeInline } from "./block/escape.ts";
 import { unloadNotice, watchNotice } from "./block/render.ts";
 import { disposeTokens, textBound } from "./block/tokens.ts";
@@ -83,9 +84,12 @@ const MIN_DELIVERY_TOKENS = 64;
  * never be told: it is let go (`letGo`).
  */
 function noticesFor(notices: string[], kind: BlockKind, deleted: readonly string[], budget: number, blockBudget: number, letGo: (notice: string) => void): string[] {
-  const frame = frameTokens(kind);
+  // Most blocks have none: nothing to weigh (a delivery is made at every tool call).
+  if (notices.length === 0) return [];
+  // The block's frame by the bound planning uses (plan.ts weighs notices the same way).
+  const frame = frameCost(kind, [], textBound);
   while (notices.length > 0 && textBound(notices[0]!) > blockBudget - frame) letGo(notices.shift()!);
-  const used = frameTokens(kind, deleted);
+  const used = deleted.length === 0 ? frame : frameCost(kind, deleted, textBound);
   let left = (budget - used) / 2;
   let count = 0;
   for (const notice of notices) {

@@ -1,4 +1,4 @@
-import { realpathSync, statSync, type Stats } from "node:fs";
+import { lstatSync, realpathSync, statSync, type Stats } from "node:fs";
 import { relative, sep } from "node:path";
 
 /** `path` with every symlink resolved, or as given when it does not resolve. */
@@ -30,10 +30,13 @@ export function printOf(info: Stats | undefined): string {
   return info === undefined ? "-" : `${info.ino}:${info.size}:${info.mtimeMs}:${info.ctimeMs}`;
 }
 
-/** stat of `path` (symlinks followed), undefined when there is nothing (or nothing that can be stat'd). */
-export function statOrUndefined(path: string): Stats | undefined {
+/**
+ * stat of `path` (lstat: the last component not followed), undefined when there is nothing there or
+ * it cannot be told (a directory on the way made a file: ENOTDIR; a symlink loop).
+ */
+export function statOrUndefined(path: string, follow = true): Stats | undefined {
   try {
-    return statSync(path, { throwIfNoEntry: false });
+    return (follow ? statSync : lstatSync)(path, { throwIfNoEntry: false });
   } catch {
     return undefined;
   }

@@ -3,7 +3,7 @@ import { lruCache } from "../lru.ts";
 import type { Logger } from "../log.ts";
 import { unitsOf, type Doc } from "./doc.ts";
 import { headCost, plan, type BlockKind, type PlanItem } from "./plan.ts";
-import { BLOCK_CLOSE, blockHead, deletedNotice, renderPieces, renderedEntries, sectionHead, WHOLE_TAIL, type RenderedEntry } from "./render.ts";
+import { renderPieces, renderedEntries, sectionHead, WHOLE_TAIL, type RenderedEntry } from "./render.ts";
 import { countUnits, textBound, unitBound } from "./tokens.ts";
 import { inSlices } from "../turns.ts";
 
@@ -84,11 +84,6 @@ export function wholeSections(file: FileVersion): [string, string] {
   const doc = docOf(file);
   const text = doc.units.join("");
   return [`${sectionHead(doc.rel, false)}${text}${WHOLE_TAIL}`, `${sectionHead(doc.rel, true)}${text}${WHOLE_TAIL}`];
-}
-
-/** What a block of `kind` costs with no file in it (its head, its close and the notices of `deleted` files), by the bound planning uses. */
-export function frameTokens(kind: BlockKind, deleted: readonly string[] = []): number {
-  return deleted.reduce((sum, rel) => sum + textBound(deletedNotice(rel)), textBound(blockHead(kind)) + textBound(BLOCK_CLOSE));
 }
 
 /** The file's exact token count (for `explain`). */

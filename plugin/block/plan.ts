@@ -88,6 +88,11 @@ export interface Plan {
 /** `need`: exact counts are required for these docs before anything can be decided. */
 export type PlanResult = { readonly need: readonly Doc[] } | Plan;
 
+/** What a block of `kind` costs with no file and no notice in it: its head, its close and the notices of `deleted` files. */
+export function frameCost(kind: BlockKind, deleted: readonly string[], frame: (text: string) => number): number {
+  return frame(blockHead(kind)) + frame(BLOCK_CLOSE) + sum(deleted.map((rel) => frame(deletedNotice(rel))));
+}
+
 export function plan(input: PlanInput): PlanResult {
   const { items, budget, frame, kind } = input;
   for (const { doc, counts } of items) {
@@ -95,7 +100,7 @@ export function plan(input: PlanInput): PlanResult {
   }
   const deleted = input.deleted ?? [];
   const notices = input.notices ?? [];
-  const fixed = frame(blockHead(kind)) + frame(BLOCK_CLOSE) + sum(deleted.map((rel) => frame(deletedNotice(rel)))) + sum(notices.map(frame));
+  const fixed = frameCost(kind, deleted, frame) + sum(notices.map(frame));
   const heads = items.map(({ doc }) => headCost(doc, input.updated?.has(doc.key) === true, frame));
   const wholeTail = frame(WHOLE_TAIL);
   // Everything whole: proven with exact counts where given and frame's upper bound elsewhere. A

@@ -1,4 +1,4 @@
-import { lstatSync, readdirSync, watch } from "node:fs";
+import { readdirSync, watch } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import type { FileVersion } from "../files/contained.ts";
 import { decodeText, RACY_MS, readContained, readContainedHead } from "../files/contained.ts";
@@ -91,8 +91,9 @@ export class Catalog {
   private readonly gone = new Set<string>();
   /** The queue overflowed, or a watched directory went or is another one now: every entry is stat'd at the next refresh. */
   private eventsLost = false;
-  /** Stats made by refreshes (for tests: what a refresh costs). */
+  /** Stats of entries made by refreshes, and of watched directories' identity (for tests: what a refresh costs). */
   refreshStats = 0;
+  dirChecks = 0;
   private readonly names: ReadonlySet<string>;
   private disposed = false;
   /** When the last refresh began: it has every change saved before then. */
@@ -208,7 +209,7 @@ export class Catalog {
     if (this.disposed) return;
     const rel = relativePosix(this.options.worktree, path);
     // A deleted candidate leaves the index too (else it stays listed, and counts against maxEntries).
-    if (this.index !== undefined && !rel.startsWith("..")) this.index.update(rel, lstatOrUndefined(path) !== undefined);
+    if (this.index !== undefined && !rel.startsWith("..")) this.index.update(rel, statOrUndefined(path, false) !== undefined);
     this.consider(path);
   }
 
@@ -292,6 +293,7 @@ export class Catalog {
   }
 
   private dirId(dir: string): string {
+    this.dirChecks++;
     const info = statOrUndefined(dir);
     return info?.isDirectory() === true ? `${info.dev}:${info.ino}` : "-";
   }
@@ -479,14 +481,5 @@ function readdirOrEmpty(dir: string): string[] {
     return readdirSync(dir);
   } catch {
     return [];
-  }
-}
-
-/** lstat of `path`, undefined when there is nothing there or it cannot be told (a directory on the way made a file: ENOTDIR; a loop). */
-function lstatOrUndefined(path: string): ReturnType<typeof lstatSync> | undefined {
-  try {
-    return lstatSync(path, { throwIfNoEntry: false });
-  } catch {
-    return undefined;
   }
 }

@@ -234,6 +234,21 @@ describe("catalog: freshness with inotify (Linux)", () => {
     expect(catalog.refreshStats - 300).toBeLessThanOrEqual(4);
   });
 
+  test.skipIf(!LINUX)("a steady refresh checks the identity of each directory that holds an entry, one stat each, and none of the directories only watched for rule files to come", async () => {
+    const root = scratch.dir();
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 40; i++) files[`p${i}/AGENTS.md`] = always(`# p${i}`);
+    for (let i = 0; i < 60; i++) files[`.opencode/rules/t${i}/r.md`] = `${block("include: touched")}# touched ${i}\n`;
+    scratch.write(root, files);
+    await Bun.sleep(60);
+    const catalog = await build(root, undefined, true);
+    expect([...catalog.all]).toHaveLength(40);
+    catalog.refresh(performance.now());
+    const [stats, checks] = [catalog.refreshStats, catalog.dirChecks];
+    for (let i = 0; i < 3; i++) catalog.refresh(performance.now());
+    expect([catalog.refreshStats - stats, catalog.dirChecks - checks]).toEqual([0, 3 * 40]);
+  });
+
   test.skipIf(!LINUX)("an entry that is a symlink to a file in another directory is stat'd at every refresh (its target's directory is not watched)", async () => {
     const root = scratch.dir();
     scratch.write(root, { "shared/rules.md": always("# v1"), "other/AGENTS.md": always("# other") });
