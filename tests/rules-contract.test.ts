@@ -483,19 +483,25 @@ describe("watch past its cap", () => {
   });
 });
 
+/** A git worktree whose root AGENTS.md (ROOT-RULE) watches the AGENTS.md of 120 packages, and an app/ (APP-RULE). */
+async function watchedPackages(prefix: string): Promise<string> {
+  const root = await realpath(await mkdtemp(join(tmpdir(), prefix)));
+  await writeFile(join(root, "AGENTS.md"), '---\nwatch: ["pkg/*/AGENTS.md"]\n---\nROOT-RULE\n');
+  for (let i = 0; i < 120; i++) {
+    await mkdir(join(root, `pkg/p${i}`), { recursive: true });
+    await writeFile(join(root, `pkg/p${i}/AGENTS.md`), `package ${i}\n`);
+  }
+  await mkdir(join(root, "app"));
+  await writeFile(join(root, "app/AGENTS.md"), "APP-RULE\n");
+  expect(spawnSync("git", ["init", "-q"], { cwd: root }).status).toBe(0);
+  return root;
+}
+
 describe("watch notices past a step's budget", () => {
   test("delivery stable: a burst of notices larger than half the step's budget is told over the next steps, each once, and the files reached still arrive", async () => {
-    const root = await realpath(await mkdtemp(join(tmpdir(), "rules-watch-burst-")));
+    const root = await watchedPackages("rules-watch-burst-");
     let plugin: Started | undefined;
     try {
-      await writeFile(join(root, "AGENTS.md"), '---\nwatch: ["pkg/*/AGENTS.md"]\n---\nROOT-RULE\n');
-      for (let i = 0; i < 120; i++) {
-        await mkdir(join(root, `pkg/p${i}`), { recursive: true });
-        await writeFile(join(root, `pkg/p${i}/AGENTS.md`), `package ${i}\n`);
-      }
-      await mkdir(join(root, "app"));
-      await writeFile(join(root, "app/AGENTS.md"), "APP-RULE\n");
-      expect(spawnSync("git", ["init", "-q"], { cwd: root }).status).toBe(0);
       plugin = await start(root, { deliveryTokens: 1000 });
       expect(await plugin.step("ses_burst")).toContain("ROOT-RULE");
       for (let i = 0; i < 120; i++) await writeFile(join(root, `pkg/p${i}/AGENTS.md`), `package ${i}, changed\n`);
@@ -518,6 +524,41 @@ describe("watch notices past a step's budget", () => {
       await rm(root, { recursive: true, force: true });
     }
   });
+});
+
+describe("a watched file that keeps changing while its notice waits", () => {
+  test("delivery stable: its notice waits once, not once per change: after five rounds of edits to 120 watched files, each is told once more and the backlog is gone", async () => {
+    const root = await watchedPackages("rules-watch-again-");
+    let plugin: Started | undefined;
+    try {
+      plugin = await start(root, { deliveryTokens: 1000 });
+      expect(await plugin.step("ses_again")).toContain("ROOT-RULE");
+      const toldIn = (output: string) => [...output.matchAll(/\[(pkg\/p\d+\/AGENTS\.md) was changed/g)].map(([, rel]) => rel!);
+      // Each round changes all 120; a step tells about 15 (half its budget): the rest waits.
+      let during = 0;
+      for (let round = 0; round < 5; round++) {
+        for (let i = 0; i < 120; i++) await writeFile(join(root, `pkg/p${i}/AGENTS.md`), `package ${i}, round ${round}\n`);
+        await plugin.step("ses_again");
+        during += toldIn(await tool(plugin, "ses_again", "read", { filePath: join(root, "app/AGENTS.md") })).length;
+      }
+      expect(during).toBeGreaterThan(0);
+      expect(during).toBeLessThan(120);
+      const after: string[] = [];
+      for (let step = 0; step < 40; step++) {
+        await plugin.step("ses_again");
+        const told = toldIn(await tool(plugin, "ses_again", "read", { filePath: join(root, "app/AGENTS.md") }));
+        if (told.length === 0) break;
+        after.push(...told);
+      }
+      // Queued once each (one per change, five rounds, made a backlog of about 525 that took 35 steps to tell).
+      expect(after.length).toBeLessThanOrEqual(120);
+      expect(new Set(after).size).toBe(after.length);
+      expect(after.length + during).toBeGreaterThanOrEqual(120);
+    } finally {
+      await plugin?.dispose();
+      await rm(root, { recursive: true, force: true });
+    }
+  }, 20_000);
 });
 
 describe("a watch notice in a small budget", () => {

@@ -39,8 +39,12 @@ export const deletedNotice = (rel: string) => `[${escapeInline(rel)} no longer a
 /** A file the user took out of the session's context (the TUI's unpin). */
 export const unloadNotice = (rel: string) => `[${escapeInline(rel)} was taken out of this session's context by the user: disregard its instructions]\n`;
 
+/** What can happen to a file a loaded context file keeps an eye on. */
+export const WATCH_CHANGES = ["created", "changed", "deleted"] as const;
+export type WatchChange = (typeof WATCH_CHANGES)[number];
+
 /** A file a loaded context file keeps an eye on (`watch:` in its frontmatter) changed. */
-export const watchNotice = (watcher: string, target: string, change: "created" | "changed" | "deleted") =>
+export const watchNotice = (watcher: string, target: string, change: WatchChange) =>
   `[${escapeInline(target)} was ${change}; ${escapeInline(watcher)} keeps an eye on it (watch): its instructions may need a review]\n`;
 
 export interface Left {

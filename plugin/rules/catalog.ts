@@ -209,8 +209,12 @@ export class Catalog {
     if (this.disposed) return;
     const rel = relativePosix(this.options.worktree, path);
     // A deleted candidate leaves the index too (else it stays listed, and counts against maxEntries).
-    if (this.index !== undefined && !rel.startsWith("..")) this.index.update(rel, statOrUndefined(path, false) !== undefined);
-    this.consider(path);
+    // A directory bearing an entry's name is never listed: a listed path has nothing listed under it.
+    const stat = statOrUndefined(path, false);
+    if (this.index !== undefined && !rel.startsWith("..") && stat?.isDirectory() !== true) this.index.update(rel, stat !== undefined);
+    // Gone: its entry goes with no read (an `rm -rf` of 3,000 rule files made 3,000 contained reads fail).
+    if (stat === undefined) this.install(path, undefined);
+    else this.consider(path);
   }
 
   /**
@@ -245,8 +249,9 @@ export class Catalog {
     if (entry === undefined) return;
     this.refreshStats++;
     const info = statOrUndefined(path);
-    if (printOf(info) !== entry.print) this.consider(path);
-    else if (this.inotify !== undefined && !(info !== undefined && info.nlink === 1 && this.eventsTell(path, entry))) this.unsure.add(path);
+    if (info === undefined) this.install(path, undefined);
+    else if (printOf(info) !== entry.print) this.consider(path);
+    else if (this.inotify !== undefined && !(info.nlink === 1 && this.eventsTell(path, entry))) this.unsure.add(path);
   }
 
   private eventsTell(path: string, entry: Entry): boolean {
@@ -328,15 +333,21 @@ export class Catalog {
    * nothing changed) when `deferring` and its frontmatter needs a library not loaded yet.
    */
   private consider(path: string, listed = false, deferring = false): boolean {
-    const before = this.entries.get(path);
     const entry = this.read(path, listed, deferring);
     if (entry === LATER) return false;
+    this.install(path, entry);
+    return true;
+  }
+
+  /** `path`'s entry is now `entry` (undefined: it is none, or not there). */
+  private install(path: string, entry: Entry | undefined): void {
+    const before = this.entries.get(path);
     // Same bytes, same entry: an event on an unchanged file re-rules no session. What stat says now is
     // kept, or a touched-only change (mtime) would have refresh() read the file again at every step.
     if (entry?.file.sha256 === before?.file.sha256 && entry?.file.path === before?.file.path) {
       if (entry !== undefined && before !== undefined && entry.print !== before.print) this.entries.set(path, { ...before, print: entry.print });
       if (entry !== undefined && this.inotify !== undefined) this.unsure.add(path);
-      return true;
+      return;
     }
     if (entry === undefined) this.entries.delete(path);
     else this.entries.set(path, entry);
@@ -344,7 +355,6 @@ export class Catalog {
     if (entry !== undefined && this.inotify !== undefined) this.unsure.add(path);
     this.ranker = undefined;
     this.version++;
-    return true;
   }
 
   private read(path: string, listed: boolean, deferring: boolean): Entry | undefined | typeof LATER {

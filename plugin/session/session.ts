@@ -92,7 +92,7 @@ export class Session {
   readonly attached = new Map<string, number>();
   /** Per loaded file with `watch:`, what stat said of each file it watches when last looked. */
   readonly watched = new Map<string, Map<string, string>>();
-  /** Watch notices not yet said. */
+  /** Notices not yet said (watch, unload), first come first; see notify. */
   readonly notices: string[] = [];
   /** Bytes of the session's steering file already applied. */
   steerOffset = 0;
@@ -110,6 +110,22 @@ export class Session {
 
   /** Grows when a pin is added or removed: the hierarchy cannot be extended from the last one then. */
   pinRevision = 0;
+
+  /**
+   * Queues `notice` unless the last notice queued of its subject (any of `sameSubject`: the notices
+   * that may be said of it, this one among them) is this very one: a watched file that changes at
+   * every step while its notice waits (a backlog past what the blocks hold) is told once, not once
+   * per change, yet a change back (deleted, then created) is still told.
+   */
+  notify(notice: string, sameSubject: readonly string[] = [notice]): void {
+    for (let i = this.notices.length - 1; i >= 0; i--) {
+      const queued = this.notices[i]!;
+      if (!sameSubject.includes(queued)) continue;
+      if (queued === notice) return;
+      break;
+    }
+    this.notices.push(notice);
+  }
 
   pin(path: ToolPath): void {
     if (this.pins.has(path.path)) return;

@@ -831,6 +831,17 @@ describe("update", () => {
     expect([...index.files].sort()).toEqual([...index.files]);
   });
 
+  test("listed files deleted one at a time leave one at a time, whatever their names share with the rest", async () => {
+    const names = ["a/AGENTS.md", "a/AGENTS.md.d/AGENTS.md", "a/b/AGENTS.md", "ab/AGENTS.md", ".opencode/rules/x.md", ".opencode/rules/x.md.d/y.md"];
+    const root = tree(Object.fromEntries(names.map((name) => [name, ""])));
+    const { index } = await build(root);
+    expect([...index.files].sort()).toEqual([...names].sort());
+    for (const [i, name] of names.entries()) {
+      expect(index.update(name, false)).toBe("changed");
+      expect([...index.files].sort()).toEqual(names.slice(i + 1).sort());
+    }
+  });
+
   test("update past maxEntries files is refused, marked truncated and logged once", async () => {
     const root = tree({ "AGENTS.md": "" });
     const { index, logged } = await build(root, { maxEntries: 3 });

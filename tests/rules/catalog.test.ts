@@ -136,6 +136,23 @@ describe("catalog: which context files are entries", () => {
     expect(modes(catalog)).toEqual({});
   });
 
+  test("a directory bearing an entry's name is never listed: its events keep what is listed under it, and its deletion takes that", async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "x/AGENTS.md": "# x\n", "d/AGENTS.md/CLAUDE.md": "# inside a directory named AGENTS.md\n", ".opencode/rules/set.md/inner.md": "# a rule\n" });
+    const catalog = await build(root);
+    const listed = ["d/AGENTS.md/CLAUDE.md", ".opencode/rules/set.md/inner.md", "x/AGENTS.md"];
+    expect([...(catalog.index?.files ?? [])].sort()).toEqual([...listed].sort());
+    // What a watch reports when such a directory is made or changed.
+    for (const rel of ["d/AGENTS.md", ".opencode/rules/set.md"]) catalog.changed(join(root, rel));
+    expect([...(catalog.index?.files ?? [])].sort()).toEqual([...listed].sort());
+    // Deleted whole, with no event for what was in it: what was listed under it leaves.
+    for (const rel of ["d/AGENTS.md", ".opencode/rules/set.md"]) {
+      rmSync(join(root, rel), { recursive: true });
+      catalog.changed(join(root, rel));
+    }
+    expect(catalog.index?.files).toEqual(["x/AGENTS.md"]);
+  });
+
   test("a mode spelled without its key's letters (an escape, a YAML tag) is still found", async () => {
     const root = scratch.dir();
     scratch.write(root, {

@@ -1,0 +1,56 @@
+import { describe, expect, test } from "bun:test";
+import fc from "fast-check";
+import { WATCH_CHANGES, watchNotice, type WatchChange } from "../../plugin/block/render.ts";
+import { Session } from "../../plugin/session/session.ts";
+
+const subjects = ["a.md", "b.md", "c.md"];
+const noticeOf = (target: string, change: WatchChange) => watchNotice("AGENTS.md", target, change);
+const sameSubject = (target: string) => WATCH_CHANGES.map((change) => noticeOf(target, change));
+
+describe("Session.notify", () => {
+  test("property: whatever is notified and told in whatever order, the last notice waiting of a subject is the last notified since it was told, and none waits twice in a row", () => {
+    const event = fc.oneof(
+      fc.record({ kind: fc.constant("notify" as const), target: fc.constantFrom(...subjects), change: fc.constantFrom(...WATCH_CHANGES) }),
+      fc.record({ kind: fc.constant("tell" as const), count: fc.nat(4) }),
+    );
+    fc.assert(
+      fc.property(fc.array(event, { maxLength: 60 }), (events) => {
+        const session = new Session("ses", 100);
+        // What the model should learn: per subject, the last change notified and not told yet.
+        const untold = new Map<string, string>();
+        for (const step of events) {
+          if (step.kind === "notify") {
+            const notice = noticeOf(step.target, step.change);
+            session.notify(notice, sameSubject(step.target));
+            untold.set(step.target, notice);
+          } else {
+            for (const told of session.notices.splice(0, step.count)) {
+              const target = subjects.find((subject) => sameSubject(subject).includes(told))!;
+              // Told: it is no longer owed, unless a later notice of it still waits.
+              if (!session.notices.some((waiting) => sameSubject(target).includes(waiting))) untold.delete(target);
+            }
+          }
+        }
+        for (const target of subjects) {
+          const waiting = session.notices.filter((notice) => sameSubject(target).includes(notice));
+          expect(waiting.at(-1)).toBe(untold.get(target));
+          for (let i = 1; i < waiting.length; i++) expect(waiting[i]).not.toBe(waiting[i - 1]);
+        }
+      }),
+    );
+  });
+
+  test("a subject's notices: repeated ones wait once, a change back waits beside them, other subjects are apart", () => {
+    const session = new Session("ses", 100);
+    for (let i = 0; i < 5; i++) session.notify(noticeOf("a.md", "changed"), sameSubject("a.md"));
+    session.notify(noticeOf("b.md", "changed"), sameSubject("b.md"));
+    session.notify(noticeOf("a.md", "deleted"), sameSubject("a.md"));
+    session.notify(noticeOf("a.md", "created"), sameSubject("a.md"));
+    session.notify(noticeOf("a.md", "created"), sameSubject("a.md"));
+    expect(session.notices).toEqual([noticeOf("a.md", "changed"), noticeOf("b.md", "changed"), noticeOf("a.md", "deleted"), noticeOf("a.md", "created")]);
+    // Told, a notice may wait again.
+    session.notices.splice(0);
+    session.notify(noticeOf("a.md", "created"), sameSubject("a.md"));
+    expect(session.notices).toEqual([noticeOf("a.md", "created")]);
+  });
+});
