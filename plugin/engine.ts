@@ -4,7 +4,7 @@ import { basename, dirname, isAbsolute, join, relative, resolve } from "node:pat
 import { clearDocs, compose, countsRevision, knownTokens, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
 import { frameCost } from "./block/plan.ts";
 import { escapeInline } from "./block/escape.ts";
-import { unloadNotice, WATCH_CHANGES, watchNotice, type WatchChange } from "./block/render.ts";
+import { unloadNotice, watchNotice, type WatchChange } from "./block/render.ts";
 import { disposeTokens, textBound } from "./block/tokens.ts";
 import type { FileVersion } from "./files/contained.ts";
 import { readContained } from "./files/contained.ts";
@@ -667,7 +667,7 @@ export class Engine {
       } else {
         const { files } = this.unloadTarget(session, target, this.current(session));
         // The model learns it as from the tool: a frozen system block may still hold the text.
-        for (const file of files) session.notify(unloadNotice(file.rel));
+        for (const file of files) session.notify(unloadNotice(file.rel), `unload:${file.path}`);
       }
     }
   }
@@ -776,7 +776,7 @@ export class Engine {
       for (const rel of targets) now.set(rel, statPrint(join(this.store.realRoot, rel)));
       session.watched.set(file.path, now);
       if (before === undefined) continue;
-      const notify = (rel: string, change: WatchChange) => session.notify(watchNotice(file.rel, rel, change), WATCH_CHANGES.map((other) => watchNotice(file.rel, rel, other)));
+      const notify = (rel: string, change: WatchChange) => session.notify(watchNotice(file.rel, rel, change), `watch:${file.path}\0${rel}`);
       for (const [rel, print] of now) {
         // A target the glob did not name before (the watcher's own edit) is news of the watcher, not of the target.
         const was = before.get(rel);

@@ -40,8 +40,7 @@ export const deletedNotice = (rel: string) => `[${escapeInline(rel)} no longer a
 export const unloadNotice = (rel: string) => `[${escapeInline(rel)} was taken out of this session's context by the user: disregard its instructions]\n`;
 
 /** What can happen to a file a loaded context file keeps an eye on. */
-export const WATCH_CHANGES = ["created", "changed", "deleted"] as const;
-export type WatchChange = (typeof WATCH_CHANGES)[number];
+export type WatchChange = "created" | "changed" | "deleted";
 
 /** A file a loaded context file keeps an eye on (`watch:` in its frontmatter) changed. */
 export const watchNotice = (watcher: string, target: string, change: WatchChange) =>

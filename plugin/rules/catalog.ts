@@ -209,9 +209,8 @@ export class Catalog {
     if (this.disposed) return;
     const rel = relativePosix(this.options.worktree, path);
     // A deleted candidate leaves the index too (else it stays listed, and counts against maxEntries).
-    // A directory bearing an entry's name is never listed: a listed path has nothing listed under it.
     const stat = statOrUndefined(path, false);
-    if (this.index !== undefined && !rel.startsWith("..") && stat?.isDirectory() !== true) this.index.update(rel, stat !== undefined);
+    if (this.index !== undefined && !rel.startsWith("..")) this.index.update(rel, stat === undefined ? "gone" : stat.isDirectory() ? "directory" : "file");
     // Gone: its entry goes with no read (an `rm -rf` of 3,000 rule files made 3,000 contained reads fail).
     if (stat === undefined) this.install(path, undefined);
     else this.consider(path);

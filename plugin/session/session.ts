@@ -92,8 +92,11 @@ export class Session {
   readonly attached = new Map<string, number>();
   /** Per loaded file with `watch:`, what stat said of each file it watches when last looked. */
   readonly watched = new Map<string, Map<string, string>>();
-  /** Notices not yet said (watch, unload), first come first; see notify. */
+  /** Notices not yet said (watch, unload), first come first: queued by notify, taken from the front only. */
   readonly notices: string[] = [];
+  /** Per subject, its last notice queued and when (its number among all queued): see notify. */
+  private readonly lastNotices = new Map<string, { readonly notice: string; readonly at: number }>();
+  private queuedNotices = 0;
   /** Bytes of the session's steering file already applied. */
   steerOffset = 0;
   /** The last record's file list, and what it was made from: a step that changed nothing writes it again as is. */
@@ -112,18 +115,18 @@ export class Session {
   pinRevision = 0;
 
   /**
-   * Queues `notice` unless the last notice queued of its subject (any of `sameSubject`: the notices
-   * that may be said of it, this one among them) is this very one: a watched file that changes at
+   * Queues `notice` unless the last notice queued about `subject` (a watched file as one watching
+   * file sees it, an unloaded file) is this very one, still waiting: a watched file that changes at
    * every step while its notice waits (a backlog past what the blocks hold) is told once, not once
    * per change, yet a change back (deleted, then created) is still told.
    */
-  notify(notice: string, sameSubject: readonly string[] = [notice]): void {
-    for (let i = this.notices.length - 1; i >= 0; i--) {
-      const queued = this.notices[i]!;
-      if (!sameSubject.includes(queued)) continue;
-      if (queued === notice) return;
-      break;
-    }
+  notify(notice: string, subject: string): void {
+    // All told: what was queued before says nothing of what waits.
+    if (this.notices.length === 0) this.lastNotices.clear();
+    const last = this.lastNotices.get(subject);
+    // Notices leave from the front only: those still waiting are the last `notices.length` queued.
+    if (last?.notice === notice && last.at >= this.queuedNotices - this.notices.length) return;
+    this.lastNotices.set(subject, { notice, at: this.queuedNotices++ });
     this.notices.push(notice);
   }
 

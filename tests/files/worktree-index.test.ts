@@ -806,27 +806,27 @@ describe("update", () => {
     gitInit(root);
     const { index } = await build(root);
     const before = index.files;
-    expect(index.update("apps/fresh/AGENTS.md", true)).toBe("changed");
+    expect(index.update("apps/fresh/AGENTS.md", "file")).toBe("changed");
     expect(index.files).toContain("apps/fresh/AGENTS.md");
     expect(before).not.toContain("apps/fresh/AGENTS.md"); // a listing handed out earlier does not change under its holder
-    expect(index.update("apps/fresh/AGENTS.md", true)).toBe("unchanged");
-    expect(index.update("apps/fresh/CLAUDE.local.md", true)).toBe("changed");
-    expect(index.update(".opencode/rules/new.md", true)).toBe("changed");
-    expect(index.update("node_modules/y/AGENTS.md", true)).toBe("unchanged");
-    expect(index.update("apps/web/dist/AGENTS.local.md", true)).toBe("unchanged");
-    expect(index.update("apps/fresh/index.ts", true)).toBe("unchanged");
-    expect(index.update("../outside/AGENTS.md", true)).toBe("unchanged");
-    expect(index.update("/etc/AGENTS.md", true)).toBe("unchanged");
-    expect(index.update("", false)).toBe("unchanged");
-    expect(index.update("apps/.gitignore", true)).toBe("rebuild");
-    expect(index.update(".gitignore", false)).toBe("rebuild");
+    expect(index.update("apps/fresh/AGENTS.md", "file")).toBe("unchanged");
+    expect(index.update("apps/fresh/CLAUDE.local.md", "file")).toBe("changed");
+    expect(index.update(".opencode/rules/new.md", "file")).toBe("changed");
+    expect(index.update("node_modules/y/AGENTS.md", "file")).toBe("unchanged");
+    expect(index.update("apps/web/dist/AGENTS.local.md", "file")).toBe("unchanged");
+    expect(index.update("apps/fresh/index.ts", "file")).toBe("unchanged");
+    expect(index.update("../outside/AGENTS.md", "file")).toBe("unchanged");
+    expect(index.update("/etc/AGENTS.md", "file")).toBe("unchanged");
+    expect(index.update("", "gone")).toBe("unchanged");
+    expect(index.update("apps/.gitignore", "file")).toBe("rebuild");
+    expect(index.update(".gitignore", "gone")).toBe("rebuild");
     expect(index.files).not.toContain("node_modules/y/AGENTS.md");
-    expect(index.update("apps/fresh/AGENTS.md", false)).toBe("changed");
+    expect(index.update("apps/fresh/AGENTS.md", "gone")).toBe("changed");
     expect(index.files).not.toContain("apps/fresh/AGENTS.md");
     expect(index.files).toContain("apps/fresh/CLAUDE.local.md");
     // A deleted directory takes every file under it, and only those (not `apps/web2`).
-    index.update("apps/web2/AGENTS.md", true);
-    expect(index.update("apps/web/", false)).toBe("changed");
+    index.update("apps/web2/AGENTS.md", "file");
+    expect(index.update("apps/web/", "gone")).toBe("changed");
     expect(index.files.filter((file) => file.startsWith("apps/web"))).toEqual(["apps/web2/AGENTS.md"]);
     expect([...index.files].sort()).toEqual([...index.files]);
   });
@@ -837,7 +837,7 @@ describe("update", () => {
     const { index } = await build(root);
     expect([...index.files].sort()).toEqual([...names].sort());
     for (const [i, name] of names.entries()) {
-      expect(index.update(name, false)).toBe("changed");
+      expect(index.update(name, "gone")).toBe("changed");
       expect([...index.files].sort()).toEqual(names.slice(i + 1).sort());
     }
   });
@@ -846,10 +846,10 @@ describe("update", () => {
     const root = tree({ "AGENTS.md": "" });
     const { index, logged } = await build(root, { maxEntries: 3 });
     expect(index.truncated).toBe(false);
-    expect(index.update("a/AGENTS.md", true)).toBe("changed");
-    expect(index.update("b/AGENTS.md", true)).toBe("changed");
-    expect(index.update("c/AGENTS.md", true)).toBe("unchanged");
-    expect(index.update("d/AGENTS.md", true)).toBe("unchanged");
+    expect(index.update("a/AGENTS.md", "file")).toBe("changed");
+    expect(index.update("b/AGENTS.md", "file")).toBe("changed");
+    expect(index.update("c/AGENTS.md", "file")).toBe("unchanged");
+    expect(index.update("d/AGENTS.md", "file")).toBe("unchanged");
     expect(index.truncated).toBe(true);
     expect(logged.filter((line) => line.level === "warn")).toHaveLength(1);
   });

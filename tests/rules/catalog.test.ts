@@ -153,6 +153,33 @@ describe("catalog: which context files are entries", () => {
     expect(catalog.index?.files).toEqual(["x/AGENTS.md"]);
   });
 
+  test("a path that changes kind (a file made a directory and back, one git lists as both) leaves nothing stale in the index (found in review)", async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "x/AGENTS.md": "# x\n", "d/AGENTS.md": "# d\n", "e/AGENTS.md/CLAUDE.md": "# e\n" });
+    const git = (...args: string[]) => expect(spawnSync("git", args, { cwd: root }).status).toBe(0);
+    git("init", "-q");
+    git("add", "-A");
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "files");
+    // Committed as a file, a directory on disk now: git lists the file and what the directory holds.
+    rmSync(join(root, "d/AGENTS.md"));
+    scratch.write(root, { "d/AGENTS.md/CLAUDE.md": "# inside d\n" });
+    const catalog = await build(root);
+    const files = () => [...(catalog.index?.files ?? [])].sort();
+    expect(files()).toEqual(["d/AGENTS.md", "d/AGENTS.md/CLAUDE.md", "e/AGENTS.md/CLAUDE.md", "x/AGENTS.md"]);
+    catalog.changed(join(root, "d/AGENTS.md"));
+    expect(files()).toEqual(["d/AGENTS.md/CLAUDE.md", "e/AGENTS.md/CLAUDE.md", "x/AGENTS.md"]);
+    // Moved away whole (no event for what it held), and a directory replaced by a file.
+    renameSync(join(root, "d/AGENTS.md"), join(root, "moved"));
+    catalog.changed(join(root, "d/AGENTS.md"));
+    rmSync(join(root, "e/AGENTS.md"), { recursive: true });
+    writeFileSync(join(root, "e/AGENTS.md"), "# e, a file now\n");
+    catalog.changed(join(root, "e/AGENTS.md"));
+    expect(files()).toEqual(["e/AGENTS.md", "x/AGENTS.md"]);
+    rmSync(join(root, "e/AGENTS.md"));
+    catalog.changed(join(root, "e/AGENTS.md"));
+    expect(files()).toEqual(["x/AGENTS.md"]);
+  });
+
   test("a mode spelled without its key's letters (an escape, a YAML tag) is still found", async () => {
     const root = scratch.dir();
     scratch.write(root, {

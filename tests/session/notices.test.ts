@@ -1,16 +1,17 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { WATCH_CHANGES, watchNotice, type WatchChange } from "../../plugin/block/render.ts";
+import { watchNotice, type WatchChange } from "../../plugin/block/render.ts";
 import { Session } from "../../plugin/session/session.ts";
 
+const CHANGES: readonly WatchChange[] = ["created", "changed", "deleted"];
 const subjects = ["a.md", "b.md", "c.md"];
 const noticeOf = (target: string, change: WatchChange) => watchNotice("AGENTS.md", target, change);
-const sameSubject = (target: string) => WATCH_CHANGES.map((change) => noticeOf(target, change));
+const sameSubject = (target: string) => CHANGES.map((change) => noticeOf(target, change));
 
 describe("Session.notify", () => {
   test("property: whatever is notified and told in whatever order, the last notice waiting of a subject is the last notified since it was told, and none waits twice in a row", () => {
     const event = fc.oneof(
-      fc.record({ kind: fc.constant("notify" as const), target: fc.constantFrom(...subjects), change: fc.constantFrom(...WATCH_CHANGES) }),
+      fc.record({ kind: fc.constant("notify" as const), target: fc.constantFrom(...subjects), change: fc.constantFrom(...CHANGES) }),
       fc.record({ kind: fc.constant("tell" as const), count: fc.nat(4) }),
     );
     fc.assert(
@@ -21,7 +22,7 @@ describe("Session.notify", () => {
         for (const step of events) {
           if (step.kind === "notify") {
             const notice = noticeOf(step.target, step.change);
-            session.notify(notice, sameSubject(step.target));
+            session.notify(notice, step.target);
             untold.set(step.target, notice);
           } else {
             for (const told of session.notices.splice(0, step.count)) {
@@ -42,15 +43,15 @@ describe("Session.notify", () => {
 
   test("a subject's notices: repeated ones wait once, a change back waits beside them, other subjects are apart", () => {
     const session = new Session("ses", 100);
-    for (let i = 0; i < 5; i++) session.notify(noticeOf("a.md", "changed"), sameSubject("a.md"));
-    session.notify(noticeOf("b.md", "changed"), sameSubject("b.md"));
-    session.notify(noticeOf("a.md", "deleted"), sameSubject("a.md"));
-    session.notify(noticeOf("a.md", "created"), sameSubject("a.md"));
-    session.notify(noticeOf("a.md", "created"), sameSubject("a.md"));
+    for (let i = 0; i < 5; i++) session.notify(noticeOf("a.md", "changed"), "a.md");
+    session.notify(noticeOf("b.md", "changed"), "b.md");
+    session.notify(noticeOf("a.md", "deleted"), "a.md");
+    session.notify(noticeOf("a.md", "created"), "a.md");
+    session.notify(noticeOf("a.md", "created"), "a.md");
     expect(session.notices).toEqual([noticeOf("a.md", "changed"), noticeOf("b.md", "changed"), noticeOf("a.md", "deleted"), noticeOf("a.md", "created")]);
     // Told, a notice may wait again.
     session.notices.splice(0);
-    session.notify(noticeOf("a.md", "created"), sameSubject("a.md"));
+    session.notify(noticeOf("a.md", "created"), "a.md");
     expect(session.notices).toEqual([noticeOf("a.md", "created")]);
   });
 });
