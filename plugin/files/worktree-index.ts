@@ -3,6 +3,7 @@ import { homedir } from "node:os";
 import { extname, join, posix, resolve } from "node:path";
 import ignore, { type Ignore } from "ignore";
 import { fsPromises, picomatchFunction } from "../libraries.ts";
+import { lowerBound, prefixRun } from "../sorted.ts";
 import { inSlices } from "../turns.ts";
 
 export interface IndexOptions {
@@ -993,25 +994,10 @@ class Index implements WorktreeIndex {
 
   /** Lets go of the listed paths under the directory `path`; whether there were any. */
   private removeUnder(path: string): boolean {
-    const prefix = `${path}/`;
-    const from = lowerBound(this.listed, prefix);
-    let to = from;
-    while (to < this.listed.length && this.listed[to]!.startsWith(prefix)) to++;
+    const { from, to } = prefixRun(this.listed, `${path}/`);
     this.listed.splice(from, to - from);
     return to > from;
   }
-}
-
-/** The first index of `sorted` (code-unit order) whose path is not before `path`. */
-function lowerBound(sorted: readonly string[], path: string): number {
-  let low = 0;
-  let high = sorted.length;
-  while (low < high) {
-    const middle = (low + high) >>> 1;
-    if (sorted[middle]! < path) low = middle + 1;
-    else high = middle;
-  }
-  return low;
 }
 
 /**
