@@ -969,7 +969,9 @@ export class Engine {
     if (known?.start === start) return known.real;
     // A file in directories not created yet starts its walk at an existing ancestor: its path below it is kept.
     const lexical = join(this.store.realRoot, relative(this.settings.worktree, path));
-    const real = isInside(lexical, start) ? lexical : join(start, basename(path));
+    const joined = isInside(lexical, start) ? lexical : join(start, basename(path));
+    // The touched path's own string when they read the same (no symlink on the way): one copy, not two.
+    const real = joined === path ? path : joined;
     if (this.realPaths.size >= MAX_REAL_PATHS) this.realPaths.clear();
     this.realPaths.set(path, { start, real });
     return real;

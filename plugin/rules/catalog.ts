@@ -4,7 +4,7 @@ import type { FileVersion } from "../files/contained.ts";
 import { decodeText, RACY_MS, readContained, readContainedHead } from "../files/contained.ts";
 import { Inotify, type DirWatch, type InotifyUser } from "../files/inotify.ts";
 import { needsMatter, parseFrontmatter } from "../files/frontmatter.ts";
-import { buildWorktreeIndex, contextNamesOf, type IgnoreBasisResult, type WorktreeIndex } from "../files/worktree-index.ts";
+import { buildWorktreeIndex, contextNamesOf, type IgnoreBasisResult, type PathKind, type WorktreeIndex } from "../files/worktree-index.ts";
 import type { Logger } from "../log.ts";
 import { printOf, realPathOr, relativePosix, statOrUndefined, statPrint } from "../paths.ts";
 import { nextTurn } from "../turns.ts";
@@ -207,13 +207,17 @@ export class Catalog {
   /** A context file name or rule file at `path` was created, changed or deleted (a store or catalog watch saw it). */
   changed(path: string): void {
     if (this.disposed) return;
-    const rel = relativePosix(this.options.worktree, path);
-    // A deleted candidate leaves the index too (else it stays listed, and counts against maxEntries).
     const stat = statOrUndefined(path, false);
-    if (this.index !== undefined && !rel.startsWith("..")) this.index.update(rel, stat === undefined ? "gone" : stat.isDirectory() ? "directory" : "file");
+    this.list(path, stat === undefined ? "gone" : stat.isDirectory() ? "directory" : "file");
     // Gone: its entry goes with no read (an `rm -rf` of 3,000 rule files made 3,000 contained reads fail).
     if (stat === undefined) this.install(path, undefined);
     else this.consider(path);
+  }
+
+  /** The index hears what is at `path` now: a deleted candidate leaves it (else it stays listed, and counts against maxEntries). */
+  private list(path: string, now: PathKind): void {
+    const rel = relativePosix(this.options.worktree, path);
+    if (this.index !== undefined && !rel.startsWith("..")) this.index.update(rel, now);
   }
 
   /**
@@ -248,7 +252,12 @@ export class Catalog {
     if (entry === undefined) return;
     this.refreshStats++;
     const info = statOrUndefined(path);
-    if (info === undefined) this.install(path, undefined);
+    if (info === undefined) {
+      // Moved away or deleted with a directory above it (whose watch went with it: no event names
+      // it): it leaves the index too, unless it is a symlink whose target went (it is still there).
+      if (statOrUndefined(path, false) === undefined) this.list(path, "gone");
+      this.install(path, undefined);
+    }
     else if (printOf(info) !== entry.print) this.consider(path);
     else if (this.inotify !== undefined && !(info.nlink === 1 && this.eventsTell(path, entry))) this.unsure.add(path);
   }

@@ -128,6 +128,11 @@ export class Session {
     if (last?.notice === notice && last.at >= this.queuedNotices - this.notices.length) return;
     this.lastNotices.set(subject, { notice, at: this.queuedNotices++ });
     this.notices.push(notice);
+    // A queue that never empties (a subject new at every step) lets go of the subjects told.
+    if (this.lastNotices.size > 2 * this.notices.length + 64) {
+      const firstWaiting = this.queuedNotices - this.notices.length;
+      for (const [known, { at }] of this.lastNotices) if (at < firstWaiting) this.lastNotices.delete(known);
+    }
   }
 
   pin(path: ToolPath): void {

@@ -325,22 +325,24 @@ for (const events of ["inotify", "fs.watch"] as const) describe(`freshness (even
     });
   }
 
-  test("an edit drops exactly the cached chains whose walk goes through its directory: a sibling sorting between it and its children, and a start past maxDepth, keep theirs", async () => {
+  for (const maxDepth of [3, 10]) test(`an edit drops exactly the cached chains whose walk goes through its directory: a sibling sorting between it and its children, and a start past maxDepth (${maxDepth}), keep theirs`, async () => {
     const root = scratch.dir();
-    const deep = `a/b/${Array.from({ length: 11 }, (_, i) => `d${i}`).join("/")}`;
-    scratch.write(root, { "AGENTS.md": "root\n", "a/b/AGENTS.md": "ab\n", "a/b/c/x.ts": "", "a/b-x/c/x.ts": "", "a/b-x/AGENTS.md": "sibling\n", [`${deep}/x.ts`]: "" });
-    const store = scratch.store(root, { watch: false });
-    const [itself, below, sibling, far] = ["a/b/AGENTS.md", "a/b/c/x.ts", "a/b-x/c/x.ts", `${deep}/x.ts`].map((rel) => store.resolveStart(join(root, rel), true)!);
-    expect(store.walkOf(far!)).not.toContain(join(root, "a/b"));
-    const dirs = new Set([itself!, below!, sibling!, far!].flatMap((start) => store.walkOf(start)));
+    const levels = (count: number) => Array.from({ length: count }, (_, i) => `d${i}`).join("/");
+    scratch.write(root, { "AGENTS.md": "root\n", "a/b/AGENTS.md": "ab\n", "a/b/c/x.ts": "", "a/b-x/c/x.ts": "", "a/b-x/AGENTS.md": "sibling\n", [`a/b/${levels(maxDepth)}/x.ts`]: "", [`a/b/${levels(maxDepth + 1)}/x.ts`]: "" });
+    const store = scratch.store(root, { watch: false, maxDepth });
+    const rels = ["a/b/AGENTS.md", "a/b/c/x.ts", `a/b/${levels(maxDepth)}/x.ts`, "a/b-x/c/x.ts", `a/b/${levels(maxDepth + 1)}/x.ts`];
+    const starts = rels.map((rel) => store.resolveStart(join(root, rel), true)!);
+    // Through a/b: itself, a child, a start maxDepth levels below; not the sibling, nor a start one level further.
+    expect(starts.map((start) => store.walkOf(start).includes(join(root, "a/b")))).toEqual([true, true, true, false, false]);
+    const dirs = new Set(starts.flatMap((start) => store.walkOf(start)));
     store.retain("s", dirs);
-    const before = await Promise.all([itself!, below!, sibling!, far!].map((start) => store.chainOf(start)));
+    const before = await Promise.all(starts.map((start) => store.chainOf(start)));
     await store.settle(dirs);
     writeFileSync(join(root, "a/b/AGENTS.md"), "ab, edited\n");
     await store.settle(dirs, performance.now());
-    const after = await Promise.all([itself!, below!, sibling!, far!].map((start) => store.chainOf(start)));
-    expect(after.map((chain, i) => chain === before[i])).toEqual([false, false, true, true]);
-    expect(await bodies(store, below!)).toEqual(["root\n", "ab, edited\n"]);
+    const after = await Promise.all(starts.map((start) => store.chainOf(start)));
+    expect(after.map((chain, i) => chain === before[i])).toEqual([false, false, false, true, true]);
+    expect(await bodies(store, starts[1]!)).toEqual(["root\n", "ab, edited\n"]);
   });
 
   test("an unchanged chain is the same object, and the generation does not move", async () => {

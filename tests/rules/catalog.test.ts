@@ -8,6 +8,7 @@ import { Catalog, textMayLoad } from "../../plugin/rules/catalog.ts";
 import { readContract } from "../../plugin/rules/contract.ts";
 import { statPrint } from "../../plugin/paths.ts";
 import { recordingLogger, Scratch } from "../files/helpers.ts";
+import { waitFor } from "../helpers/harness.ts";
 
 const scratch = new Scratch();
 const catalogs: Catalog[] = [];
@@ -178,6 +179,20 @@ describe("catalog: which context files are entries", () => {
     rmSync(join(root, "e/AGENTS.md"));
     catalog.changed(join(root, "e/AGENTS.md"));
     expect(files()).toEqual(["x/AGENTS.md"]);
+  });
+
+  test("a folder of rule files moved away (no event names its files) leaves the index too, with inotify (found in review)", async () => {
+    const root = scratch.dir();
+    scratch.write(root, { ".opencode/rules/top.md": "# top\n", ".opencode/rules/sub/x.md": "# x\n", ".opencode/rules/sub/y.md": "# y\n" });
+    const catalog = await build(root, undefined, true);
+    expect([...(catalog.index?.files ?? [])].sort()).toEqual([".opencode/rules/sub/x.md", ".opencode/rules/sub/y.md", ".opencode/rules/top.md"]);
+    renameSync(join(root, ".opencode/rules/sub"), join(scratch.dir(), "sub"));
+    await waitFor(() => {
+      catalog.refresh();
+      return catalog.index?.files.length === 1;
+    }, 3_000, "the moved rule files leaving the index");
+    expect(catalog.index?.files).toEqual([".opencode/rules/top.md"]);
+    expect([...catalog.all].map((entry) => entry.file.rel)).toEqual([".opencode/rules/top.md"]);
   });
 
   test("a mode spelled without its key's letters (an escape, a YAML tag) is still found", async () => {

@@ -54,4 +54,17 @@ describe("Session.notify", () => {
     session.notify(noticeOf("a.md", "created"), "a.md");
     expect(session.notices).toEqual([noticeOf("a.md", "created")]);
   });
+
+  test("a queue that never empties (a new subject at every step, one told) keeps the subjects of what waits, not of all it ever held (found in review)", () => {
+    const session = new Session("ses", 100);
+    for (let i = 0; i < 10_000; i++) {
+      session.notify(noticeOf(`f${i}.md`, "changed"), `f${i}.md`);
+      if (session.notices.length > 1) session.notices.splice(0, 1);
+    }
+    expect(session.notices).toHaveLength(1);
+    expect((session as unknown as { lastNotices: Map<string, unknown> }).lastNotices.size).toBeLessThanOrEqual(2 * session.notices.length + 65);
+    // What waits is still matched: the same notice is not queued again.
+    session.notify(noticeOf("f9999.md", "changed"), "f9999.md");
+    expect(session.notices).toHaveLength(1);
+  });
 });
