@@ -257,8 +257,7 @@ export class Catalog {
       // it): it leaves the index too, unless it is a symlink whose target went (it is still there).
       if (statOrUndefined(path, false) === undefined) this.list(path, "gone");
       this.install(path, undefined);
-    }
-    else if (printOf(info) !== entry.print) this.consider(path);
+    } else if (printOf(info) !== entry.print) this.consider(path);
     else if (this.inotify !== undefined && !(info.nlink === 1 && this.eventsTell(path, entry))) this.unsure.add(path);
   }
 
