@@ -31,8 +31,8 @@ export function printOf(info: Stats | undefined): string {
 }
 
 /**
- * stat of `path` (lstat: the last component not followed), undefined when there is nothing there or
- * it cannot be told (a directory on the way made a file: ENOTDIR; a symlink loop).
+ * stat of `path` (lstat when not `follow`: its last component not followed), undefined when there is
+ * nothing there or it cannot be told (a directory on the way made a file: ENOTDIR; a symlink loop).
  */
 export function statOrUndefined(path: string, follow = true): Stats | undefined {
   try {

@@ -159,9 +159,10 @@ export function applyRules(hierarchy: Hierarchy, context: RuleContext): Ruled {
   const merging = all.some((_, i) => kept[i] === 1 && contracts[i]!.merge !== "append");
   const indexOf = merging ? new Map(all.map((file, i) => [file.path, i])) : undefined;
   const loads = (file: FileVersion) => kept[indexOf!.get(file.path)!] === 1;
-  const merged = merging
-    ? mergeChains(hierarchy.chains.map((chain) => chain.filter(loads).map((file) => mergeFile(file, imported.get(file.path)))))
-    : NOTHING_MERGED;
+  // One per file, however many chains go through it (the root's file is in all of them).
+  const asMerged: (MergeFile | undefined)[] = [];
+  const mergeFileOf = (file: FileVersion) => (asMerged[indexOf!.get(file.path)!] ??= mergeFile(file, imported.get(file.path)));
+  const merged = merging ? mergeChains(hierarchy.chains.map((chain) => chain.filter(loads).map(mergeFileOf))) : NOTHING_MERGED;
   for (const [path, by] of merged.dropped) {
     kept[indexOf!.get(path)!] = 0;
     excluded.set(path, `overridden by ${by.join(", ")}`);
