@@ -36,6 +36,8 @@ export interface Skip {
   readonly reason: string;
   /** The failure may pass (a permission, too many open files, an I/O error, a race): worth trying again. */
   readonly transient: boolean;
+  /** It may pass with no change to the file or its directory, so no watch event would tell (too many open files, an I/O error). */
+  readonly unannounced?: true;
 }
 
 /**
@@ -70,6 +72,8 @@ const ABSENT: Refusal = Object.freeze({ kind: "absent" });
 
 /** Errors that may pass on their own: the read is tried again at the next check. */
 const TRANSIENT = new Set(["EACCES", "EPERM", "EMFILE", "ENFILE", "EIO", "EAGAIN", "EBUSY", "EINTR", "ENOMEM"]);
+/** Of those, the ones that pass with nothing changed on disk (a permission comes back by a chmod, which a watch sees). */
+const UNANNOUNCED = new Set(["EMFILE", "ENFILE", "EIO", "EAGAIN", "EBUSY", "EINTR", "ENOMEM"]);
 
 /**
  * The open flags: never follow a symlink in the last component (the path opened is already resolved;
@@ -215,11 +219,11 @@ function failure(candidate: string, error: unknown, doing: string): Refusal {
   if (errno === "ENOENT" || errno === "ENOTDIR") return ABSENT;
   if (errno === "ELOOP") return skip(candidate, "symlink loop", false);
   const transient = errno === undefined || TRANSIENT.has(errno);
-  return skip(candidate, `${doing} (${errno ?? String(error)})`, transient);
+  return skip(candidate, `${doing} (${errno ?? String(error)})`, transient, errno === undefined || UNANNOUNCED.has(errno));
 }
 
-function skip(path: string, reason: string, transient: boolean): Refusal {
-  return { kind: "skip", skip: Object.freeze({ path, reason, transient }) };
+function skip(path: string, reason: string, transient: boolean, unannounced = false): Refusal {
+  return { kind: "skip", skip: Object.freeze(unannounced ? { path, reason, transient, unannounced } : { path, reason, transient }) };
 }
 
 function code(error: unknown): string | undefined {

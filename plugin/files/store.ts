@@ -548,9 +548,10 @@ export class FileStore {
       });
     }
     this.records.set(dir, record);
-    // A racy read or a transient failure is read again at the next check, watched or not: no event
-    // may come for it (a fault that passes makes none), so it stays dirty until a read is clean.
-    if (record.retry) this.markDirty(dir);
+    // A failure that passes with no change to the file (EMFILE, EIO, ...) makes no event: such a
+    // directory stays dirty, watched or not, and is read again at each check until the read is clean.
+    // A racy read or a refused permission needs none: a later write or chmod makes an event.
+    if (record.skipped.some((skip) => skip.unannounced === true)) this.markDirty(dir);
     const indirect = (version: FileVersion | null) => version !== null && dirname(version.path) !== dir;
     if (indirect(record.file) || indirect(record.local) || record.signature.includes(":linked")) this.alwaysDue.add(dir);
     else this.alwaysDue.delete(dir);
@@ -662,8 +663,7 @@ export class FileStore {
   }
 
   private checkDir(dir: string, since: number): Promise<unknown> | undefined {
-    const kids = this.missingByParent.get(dir);
-    if (kids !== undefined) for (const kid of [...kids]) if (exists(kid)) this.structureChanged(kid);
+    this.lookForMissing(dir);
     const record = this.records.peek(dir);
     if (record === undefined || (!record.retry && (this.verifiedAt.get(dir) ?? -Infinity) >= since)) return undefined;
     // A held directory not watched yet is watched first: the stat below then vouches for what came
@@ -812,11 +812,16 @@ export class FileStore {
     if (this.mode !== "watch" || this.inotify === undefined) return;
     const held = this.watched.get(dir);
     // Held already (retained before its read): its watch starts now rather than in the background.
-    if (held !== undefined) return void (held.refs > 0 && held.handle === undefined && this.startWatch(dir, held));
+    if (held !== undefined) {
+      if (held.refs > 0 && held.handle === undefined && this.startWatch(dir, held)) this.lookForMissing(dir);
+      return;
+    }
     if (this.activeWatches >= this.options.maxWatchedDirs) return;
     const entry: Watched = { dir, refs: 0, handle: undefined };
     this.watched.set(dir, entry);
     if (!this.startWatch(dir, entry)) return void this.watched.delete(dir);
+    // No settle checks it once held (found in review): the missing directories a start remembered below it are looked for here.
+    this.lookForMissing(dir);
     this.unclaimed.add(dir);
     if (this.unclaimedSweep) return;
     this.unclaimedSweep = true;
@@ -831,6 +836,12 @@ export class FileStore {
       }
       this.unclaimed.clear();
     }, this.background);
+  }
+
+  /** Missing directories remembered below `dir` (by start resolutions) that exist now, made before a watch could tell: a structure change. */
+  private lookForMissing(dir: string): void {
+    const kids = this.missingByParent.get(dir);
+    if (kids !== undefined) for (const kid of [...kids]) if (exists(kid)) this.structureChanged(kid);
   }
 
   /** Whether a watch started (the check it owes is the caller's). */

@@ -406,6 +406,49 @@ describe("watches and memory", () => {
     expect(store.stats.watched).toBe(walk.length);
   });
 
+  test.if(LINUX)("a directory made below a start between the start's resolution and its first read is found by the next step (found in review)", async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "AGENTS.md": "root\n", "a/AGENTS.md": "a\n" });
+    const store = scratch.store(root);
+    // A touched path in a directory not made yet: the start is a/, and a/new is remembered as missing.
+    const touched = join(root, "a/new/x.ts");
+    const start = store.resolveStart(touched, true)!;
+    expect(start).toBe(join(root, "a"));
+    // a/new is made before a/ is first read (its read waited for a slice, say): no watch saw it.
+    scratch.write(root, { "a/new/AGENTS.md": "new\n" });
+    // Past the racy window (the time is the point, not an event): a racy read is checked again anyway.
+    await Bun.sleep(RACY_MS + 10);
+    store.prepare(performance.now());
+    expect(await bodies(store, start)).toEqual(["root\n", "a\n"]);
+    store.retain("s", store.walkOf(start));
+    const since = performance.now();
+    await store.settle(new Set(store.walkOf(start)), since);
+    const now = store.resolveStart(touched, true)!;
+    expect(now).toBe(join(root, "a/new"));
+    expect(await bodies(store, now)).toEqual(["root\n", "a\n", "new\n"]);
+  });
+
+  test.if(LINUX)("a racy read of a watched directory is not read again at every step: a later write makes an event (found in review)", async () => {
+    const root = scratch.dir();
+    // Written just before the read: racy (its ctime within RACY_MS), so its record asks for a retry.
+    scratch.write(root, { "AGENTS.md": "root\n", "a/AGENTS.md": "a\n" });
+    const store = scratch.store(root);
+    const start = join(root, "a");
+    await store.chainOf(start);
+    store.retain("s", store.walkOf(start));
+    await watchesStarted();
+    const record = store.recordOf(start);
+    for (let step = 0; step < 5; step++) {
+      await store.settle(new Set(store.walkOf(start)), performance.now());
+      await watchesStarted();
+    }
+    expect(store.recordOf(start)).toBe(record);
+    // And the retry is not lost: an edit is an event, seen at the next step.
+    writeFileSync(join(root, "a/AGENTS.md"), "a, edited\n");
+    await store.settle(new Set(store.walkOf(start)), performance.now());
+    expect(await bodies(store, start)).toEqual(["root\n", "a, edited\n"]);
+  });
+
   /**
    * setUp's worktree, its files written long before (a racy read is checked again whatever its watch
    * says), read while nobody held it (the watches it had for the read let go since), then retained
