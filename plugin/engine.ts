@@ -867,11 +867,13 @@ export class Engine {
       if (hierarchy === undefined) {
         // The last hierarchy, when it holds a subset of these touches (none forgotten since) and the same pins as of this generation, lends what it learned.
         const lender = memo !== undefined && memo.evictions === session.evictions && memo.base.startsWith(`${generation}:${session.pinRevision}:`) ? memo.hierarchy : undefined;
-        hierarchy = await hierarchyOf(this.store, this.settings.directory, [...session.touched.values()], [...session.pins.values()], lender);
+        // Deleted while this is computed: its watches were let go already, and must stay so.
+        const hold = (dirs: Iterable<string>) => this.sessions.peek(session.id) === session && this.store.retain(session.id, dirs);
+        // The new walks are held before they are read (watched first: no check owed after), then all of its directories.
+        hierarchy = await hierarchyOf(this.store, this.settings.directory, [...session.touched.values()], [...session.pins.values()], lender, hold);
         const base = `${generation}:${session.pinRevision}:${session.order}`;
         this.hierarchies.set(session, { key, base, evictions: session.evictions, order: session.order, hierarchy });
-        // Deleted while this was computed: its watches were let go already, and must stay so.
-        if (this.sessions.peek(session.id) === session) this.store.retain(session.id, hierarchy.dirSet);
+        hold(hierarchy.dirSet);
       }
       await this.store.settle(hierarchy.dirSet, since);
       if (this.store.generation === generation || round === 2) {

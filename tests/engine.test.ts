@@ -212,6 +212,27 @@ describe("bounds", () => {
   });
 });
 
+describe("watches", () => {
+  test.if(process.platform === "linux")("a step that reaches a new chain holds its directories before it reads them: all watched when the step ends, none left to check", async () => {
+    const project = await tempProject("monorepo");
+    const engine = await Engine.create({ directory: project.root, worktree: project.root, options: DEFAULT_OPTIONS, log: createLogger(undefined), client: undefined });
+    try {
+      await engine.system("s", ["You are opencode"]);
+      // A turn for start-up's own background work (the session directory's watches), then a step with none.
+      await new Promise((resolve) => setImmediate(resolve));
+      const before = engine.store.stats.watched;
+      const args = { filePath: "services/api/plugins/payments/src/charge.ts" };
+      engine.touch("s", "read", args);
+      await engine.afterTool("s", "read", "c1", args, { title: "", output: "text", metadata: {} });
+      // services, api, plugins, payments, src: each watched before its read, with no turn of the loop for the background.
+      expect(engine.store.stats).toMatchObject({ watched: before + 5, dirty: 0 });
+    } finally {
+      await engine.dispose();
+      await project.cleanup();
+    }
+  });
+});
+
 describe("session.deleted while its step is still running (found in review)", () => {
   test("lets go of everything the session held: no watch or pinned record outlives it", async () => {
     const project = await tempProject("monorepo");

@@ -78,9 +78,18 @@ export interface ChainSource {
  * same pins as of the source's current state (the caller's to know), lends what it learned: where its
  * paths start, and the directories its walks visit. Its priorities are not reused: they are computed
  * again, so the result is the same with or without it (in a 2,000-directory session a new directory
- * then costs a few milliseconds less).
+ * then costs a few milliseconds less). `holding` is told the directories of each walk not lent
+ * before its chain is read: a session that holds them then has them watched before their reads,
+ * and their records kept with the held ones from the start.
  */
-export async function hierarchyOf(source: ChainSource, sessionDir: string, touches: readonly ToolPath[], pins: readonly ToolPath[] = [], before?: Hierarchy): Promise<Hierarchy> {
+export async function hierarchyOf(
+  source: ChainSource,
+  sessionDir: string,
+  touches: readonly ToolPath[],
+  pins: readonly ToolPath[] = [],
+  before?: Hierarchy,
+  holding?: (dirs: readonly string[]) => void,
+): Promise<Hierarchy> {
   const newestFirst = [...touches].reverse();
   newestFirst.push({ path: sessionDir, isFile: false });
   const all = [...newestFirst, ...pins];
@@ -102,12 +111,13 @@ export async function hierarchyOf(source: ChainSource, sessionDir: string, touch
       if (isPin && touch.isFile) fileOnly.add(start);
     } else if (!(isPin && touch.isFile)) fileOnly.delete(start);
   });
+  // Its directories are those of its start directories' walks: taken whole only when each of those is a start directory here too.
+  const lent = before !== undefined && everyIn(before.startDirs, seenStart) ? before : undefined;
+  if (holding !== undefined) for (const dir of startDirs) if (lent?.startDirs.has(dir) !== true) holding(source.walkOf(dir));
   const chains = await settle(startDirs.map((dir) => source.chainOf(dir)));
   const files: FileVersion[] = [];
   const tiers: number[] = [];
   const byPath = new Map<string, FileVersion>();
-  // Its directories are those of its start directories' walks: taken whole only when each of those is a start directory here too.
-  const lent = before !== undefined && everyIn(before.startDirs, seenStart) ? before : undefined;
   const dirSet = new Set<string>(lent?.dirSet);
   const manual = new Set<string>();
   const closest = new Set<string>();

@@ -49,9 +49,13 @@ describe("hierarchyOf", () => {
       fc.asyncProperty(touches, pins, fc.nat(), async (all, pinned, cut) => {
         const earlier = all.slice(0, cut % all.length);
         const before = await hierarchyOf(store, root, earlier, pinned);
-        const alone = await hierarchyOf(store, root, all, pinned);
-        const lent = await hierarchyOf(store, root, all, pinned, before);
+        const held = { alone: new Set<string>(), lent: new Set<string>(before.dirSet) };
+        const alone = await hierarchyOf(store, root, all, pinned, undefined, (dirs) => dirs.forEach((dir) => held.alone.add(dir)));
+        const lent = await hierarchyOf(store, root, all, pinned, before, (dirs) => dirs.forEach((dir) => held.lent.add(dir)));
         expect(shape(lent)).toEqual(shape(alone));
+        // What is held before the reads (with what the lender held) is every directory of the result.
+        expect([...held.alone].sort()).toEqual([...alone.dirSet].sort());
+        for (const dir of lent.dirSet) expect(held.lent.has(dir)).toBe(true);
       }),
       { numRuns: 300 },
     );
