@@ -869,8 +869,11 @@ export class Engine {
         const lender = memo !== undefined && memo.evictions === session.evictions && memo.base.startsWith(`${generation}:${session.pinRevision}:`) ? memo.hierarchy : undefined;
         // Deleted while this is computed: its watches were let go already, and must stay so.
         const hold = (dirs: Iterable<string>) => this.sessions.peek(session.id) === session && this.store.retain(session.id, dirs);
+        // The walks of the last hierarchy's starts are held already (its dirSet was): not again.
+        const heldStarts = memo?.hierarchy.startDirs;
+        const holdWalk = (dirs: Iterable<string>, start: string) => heldStarts?.has(start) === true || hold(dirs);
         // The new walks are held before they are read (watched first: no check owed after), then all of its directories.
-        hierarchy = await hierarchyOf(this.store, this.settings.directory, [...session.touched.values()], [...session.pins.values()], lender, hold);
+        hierarchy = await hierarchyOf(this.store, this.settings.directory, [...session.touched.values()], [...session.pins.values()], lender, holdWalk);
         const base = `${generation}:${session.pinRevision}:${session.order}`;
         this.hierarchies.set(session, { key, base, evictions: session.evictions, order: session.order, hierarchy });
         hold(hierarchy.dirSet);

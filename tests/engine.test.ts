@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { readFileSync, statSync } from "node:fs";
+import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { mkdir, rm, symlink, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import fc from "fast-check";
@@ -223,9 +223,51 @@ describe("watches", () => {
       const before = engine.store.stats.watched;
       const args = { filePath: "services/api/plugins/payments/src/charge.ts" };
       engine.touch("s", "read", args);
-      await engine.afterTool("s", "read", "c1", args, { title: "", output: "text", metadata: {} });
+      await engine.afterTool("s", "read", "c1", args, { output: "text", metadata: {} });
       // services, api, plugins, payments, src: each watched before its read, with no turn of the loop for the background.
       expect(engine.store.stats).toMatchObject({ watched: before + 5, dirty: 0 });
+    } finally {
+      await engine.dispose();
+      await project.cleanup();
+    }
+  });
+});
+
+describe("holding before reading (found in review)", () => {
+  test("a hierarchy worked out again after an edit holds only its directories once more, not each start's walk again", async () => {
+    const project = await tempProject();
+    const leaves: string[] = [];
+    const files: Record<string, string> = { "AGENTS.md": "# root\n" };
+    for (let a = 0; a < 10; a++) {
+      files[`p${a}/AGENTS.md`] = "# p\n";
+      for (let b = 0; b < 20; b++) {
+        files[`p${a}/q${b}/r/s/x.ts`] = "";
+        leaves.push(`p${a}/q${b}/r/s/x.ts`);
+      }
+    }
+    for (const [path, text] of Object.entries(files)) {
+      await mkdir(dirname(join(project.root, path)), { recursive: true });
+      await writeFile(join(project.root, path), text);
+    }
+    const engine = await Engine.create({ directory: project.root, worktree: project.root, options: { ...DEFAULT_OPTIONS, records: false }, log: createLogger(undefined), client: undefined });
+    const store = engine.store;
+    try {
+      for (const leaf of leaves) engine.touch("s", "read", { filePath: leaf });
+      await engine.inspect("s");
+      // Counts what retain is handed (the real retain runs).
+      const retain = store.retain.bind(store);
+      let visited = 0;
+      store.retain = (owner, dirs) => {
+        for (const _ of dirs) visited++;
+        return retain(owner, dirs);
+      };
+      writeFileSync(join(project.root, "p3/AGENTS.md"), "# p edited\n");
+      await engine.inspect("s");
+      // The session's directories: the root, 10 p, and 200 each of q, r and s. The edit makes one or
+      // two rounds of the hierarchy, one pass over them each (holding its 201 walks again made 1,612).
+      const dirs = 1 + 10 + 3 * 200;
+      expect(visited).toBeGreaterThanOrEqual(dirs);
+      expect(visited).toBeLessThanOrEqual(2 * dirs);
     } finally {
       await engine.dispose();
       await project.cleanup();

@@ -78,9 +78,9 @@ export interface ChainSource {
  * same pins as of the source's current state (the caller's to know), lends what it learned: where its
  * paths start, and the directories its walks visit. Its priorities are not reused: they are computed
  * again, so the result is the same with or without it (in a 2,000-directory session a new directory
- * then costs a few milliseconds less). `holding` is told the directories of each walk not lent
- * before its chain is read: a session that holds them then has them watched before their reads,
- * and their records kept with the held ones from the start.
+ * then costs a few milliseconds less). `holding` is told the directories of each walk not lent (with
+ * its start) before its chain is read: a session that holds them then has them watched before their
+ * reads, and their records kept with the held ones from the start.
  */
 export async function hierarchyOf(
   source: ChainSource,
@@ -88,7 +88,7 @@ export async function hierarchyOf(
   touches: readonly ToolPath[],
   pins: readonly ToolPath[] = [],
   before?: Hierarchy,
-  holding?: (dirs: readonly string[]) => void,
+  holding?: (dirs: readonly string[], startDir: string) => void,
 ): Promise<Hierarchy> {
   const newestFirst = [...touches].reverse();
   newestFirst.push({ path: sessionDir, isFile: false });
@@ -113,7 +113,7 @@ export async function hierarchyOf(
   });
   // Its directories are those of its start directories' walks: taken whole only when each of those is a start directory here too.
   const lent = before !== undefined && everyIn(before.startDirs, seenStart) ? before : undefined;
-  if (holding !== undefined) for (const dir of startDirs) if (lent?.startDirs.has(dir) !== true) holding(source.walkOf(dir));
+  if (holding !== undefined) for (const dir of startDirs) if (lent?.startDirs.has(dir) !== true) holding(source.walkOf(dir), dir);
   const chains = await settle(startDirs.map((dir) => source.chainOf(dir)));
   const files: FileVersion[] = [];
   const tiers: number[] = [];
