@@ -34,25 +34,29 @@ const MARKER_WORDS = ["instructions", "from"];
 export function escapeText(text: string): string {
   let out = "";
   let copied = 0; // text[0, copied) is already in `out`
-  let lineStart = true;
-  for (let at = 0; at < text.length; at++) {
-    const code = text.charCodeAt(at);
-    if (lineStart) {
-      lineStart = false;
-      const colon = markerColon(text, at);
-      if (colon !== -1) {
-        out += text.slice(copied, colon) + "&#58;";
-        copied = colon + 1;
-      }
-    }
-    if (isLineBreak(code)) lineStart = true;
-    else if (code === 0x3c /* < */ && beginsTag(text, at + 1)) {
+  const lineAt = (at: number) => {
+    const colon = markerColon(text, at);
+    if (colon === -1) return;
+    out += text.slice(copied, colon) + "&#58;";
+    copied = colon + 1;
+  };
+  lineAt(0);
+  // Only a `<` or a line's start can begin what is neutralized: the engine's own scan finds them
+  // (a character class, linear), not a loop over every character (most of a cold step's escaping).
+  LOOKED_AT.lastIndex = 0;
+  for (let match = LOOKED_AT.exec(text); match !== null; match = LOOKED_AT.exec(text)) {
+    const at = match.index;
+    if (text.charCodeAt(at) !== 0x3c /* < */) lineAt(at + 1);
+    else if (beginsTag(text, at + 1)) {
       out += text.slice(copied, at) + "&lt;";
       copied = at + 1;
     }
   }
   return copied === 0 ? text : out + text.slice(copied);
 }
+
+/** A `<`, or a character isLineBreak is true of (escapeText is never reentered: one regex, its lastIndex reset at each call). */
+const LOOKED_AT = /[<\n\v\f\r\x85\u2028\u2029]/g;
 
 /**
  * Whether `text[from...]` is a gap, an optional `/`, a gap, then a tag name. Each whitespace run is
