@@ -803,10 +803,11 @@ export class FileStore {
 
   /**
    * With inotify, a directory about to be read for the first time is watched first: the read then
-   * vouches for everything before it, so the session that holds it next (right after, as the engine
-   * retains a hierarchy's directories) owes it no check. Started later, a watch owes one: 7 stats a
-   * directory at the next settle, or in the background (0.4-0.5 ms of a step for a 10-level chain
-   * read by the step before). A directory nobody holds by the background's next slice is unwatched.
+   * vouches for everything before it, and no check is owed. Started later, a watch owes one: 7 stats
+   * a directory at the next settle, or in the background (0.4-0.5 ms of a step for a 10-level chain
+   * read by the step before). The engine holds a new chain's walk before reading it, so its watches
+   * start here rather than in the background; a chain read with no holder yet (`explain`, say) is
+   * watched too, and a directory nobody holds by the background's next slice is unwatched.
    */
   private watchBeforeRead(dir: string): void {
     if (this.mode !== "watch" || this.inotify === undefined) return;
