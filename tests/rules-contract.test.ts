@@ -497,56 +497,62 @@ async function watchedPackages(prefix: string): Promise<string> {
   return root;
 }
 
+/**
+ * Runs `body` on watchedPackages' worktree with the plugin started (deliveryTokens 1,000) and the
+ * session's first step taken (the root file in it); cleans up after.
+ */
+async function inWatchedPackages(prefix: string, session: string, body: (plugin: Started, root: string) => Promise<void>): Promise<void> {
+  const root = await watchedPackages(prefix);
+  let plugin: Started | undefined;
+  try {
+    plugin = await start(root, { deliveryTokens: 1000 });
+    expect(await plugin.step(session)).toContain("ROOT-RULE");
+    await body(plugin, root);
+  } finally {
+    await plugin?.dispose();
+    await rm(root, { recursive: true, force: true });
+  }
+}
+
+/** The packages' files an output tells changed, in order. */
+const changedIn = (output: string) => [...output.matchAll(/\[(pkg\/p\d+\/AGENTS\.md) was changed/g)].map(([, rel]) => rel!);
+
 describe("watch notices past a step's budget", () => {
-  test("delivery stable: a burst of notices larger than half the step's budget is told over the next steps, each once, and the files reached still arrive", async () => {
-    const root = await watchedPackages("rules-watch-burst-");
-    let plugin: Started | undefined;
-    try {
-      plugin = await start(root, { deliveryTokens: 1000 });
-      expect(await plugin.step("ses_burst")).toContain("ROOT-RULE");
+  test("delivery stable: a burst of notices larger than half the step's budget is told over the next steps, each once, and the files reached still arrive", () =>
+    inWatchedPackages("rules-watch-burst-", "ses_burst", async (plugin, root) => {
       for (let i = 0; i < 120; i++) await writeFile(join(root, `pkg/p${i}/AGENTS.md`), `package ${i}, changed\n`);
       // The step that reaches app/ gets its file and the first notices (about 30 tokens each: 120 are over 3,000).
       const first = await tool(plugin, "ses_burst", "read", { filePath: join(root, "app/AGENTS.md") });
       expect(first).toContain("APP-RULE");
-      const told = [...first.matchAll(/\[pkg\/p\d+\/AGENTS\.md was changed/g)].map(([notice]) => notice);
+      const told = changedIn(first);
       expect(told.length).toBeGreaterThan(0);
       expect(told.length).toBeLessThan(120);
       for (let step = 0; step < 20 && told.length < 120; step++) {
         // The next request gives the next step its budget.
         await plugin.step("ses_burst");
-        const output = await tool(plugin, "ses_burst", "read", { filePath: join(root, "app/AGENTS.md") });
-        told.push(...[...output.matchAll(/\[pkg\/p\d+\/AGENTS\.md was changed/g)].map(([notice]) => notice));
+        told.push(...changedIn(await tool(plugin, "ses_burst", "read", { filePath: join(root, "app/AGENTS.md") })));
       }
       expect(new Set(told).size).toBe(120);
       expect(told).toHaveLength(120);
-    } finally {
-      await plugin?.dispose();
-      await rm(root, { recursive: true, force: true });
-    }
-  });
+    }));
 });
 
 describe("a watched file that keeps changing while its notice waits", () => {
-  test("delivery stable: its notice waits once, not once per change: after five rounds of edits to 120 watched files, each is told once more and the backlog is gone", async () => {
-    const root = await watchedPackages("rules-watch-again-");
-    let plugin: Started | undefined;
-    try {
-      plugin = await start(root, { deliveryTokens: 1000 });
-      expect(await plugin.step("ses_again")).toContain("ROOT-RULE");
-      const toldIn = (output: string) => [...output.matchAll(/\[(pkg\/p\d+\/AGENTS\.md) was changed/g)].map(([, rel]) => rel!);
+  test("delivery stable: its notice waits once, not once per change: after five rounds of edits to 120 watched files, each is told once more and the backlog is gone", () =>
+    inWatchedPackages("rules-watch-again-", "ses_again", async (plugin, root) => {
       // Each round changes all 120; a step tells about 15 (half its budget): the rest waits.
       let during = 0;
       for (let round = 0; round < 5; round++) {
         for (let i = 0; i < 120; i++) await writeFile(join(root, `pkg/p${i}/AGENTS.md`), `package ${i}, round ${round}\n`);
         await plugin.step("ses_again");
-        during += toldIn(await tool(plugin, "ses_again", "read", { filePath: join(root, "app/AGENTS.md") })).length;
+        during += changedIn(await tool(plugin, "ses_again", "read", { filePath: join(root, "app/AGENTS.md") })).length;
       }
       expect(during).toBeGreaterThan(0);
       expect(during).toBeLessThan(120);
       const after: string[] = [];
       for (let step = 0; step < 40; step++) {
         await plugin.step("ses_again");
-        const told = toldIn(await tool(plugin, "ses_again", "read", { filePath: join(root, "app/AGENTS.md") }));
+        const told = changedIn(await tool(plugin, "ses_again", "read", { filePath: join(root, "app/AGENTS.md") }));
         if (told.length === 0) break;
         after.push(...told);
       }
@@ -554,11 +560,7 @@ describe("a watched file that keeps changing while its notice waits", () => {
       expect(after.length).toBeLessThanOrEqual(120);
       expect(new Set(after).size).toBe(after.length);
       expect(after.length + during).toBeGreaterThanOrEqual(120);
-    } finally {
-      await plugin?.dispose();
-      await rm(root, { recursive: true, force: true });
-    }
-  }, 20_000);
+    }), 20_000);
 });
 
 describe("a watch notice in a small budget", () => {

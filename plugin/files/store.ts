@@ -794,6 +794,11 @@ export class FileStore {
     const entry = this.watched.get(dir);
     if (entry === undefined || --entry.refs > 0) return;
     this.records.unpin(dir);
+    this.forget(dir, entry);
+  }
+
+  /** Nobody holds `dir`: its watch closes, and what freshness kept of it goes (its record stays, evictable). */
+  private forget(dir: string, entry: Watched): void {
     this.unwatch(entry);
     this.unwatched.delete(dir);
     this.awaitingRoom.delete(dir);
@@ -828,12 +833,9 @@ export class FileStore {
     this.unclaimedSweep = true;
     this.enqueue(() => {
       this.unclaimedSweep = false;
-      for (const unheld of this.unclaimed) {
-        const held = this.watched.get(unheld);
-        if (held === undefined || held.refs > 0) continue;
-        this.unwatch(held);
-        this.watched.delete(unheld);
-        this.dirty.delete(unheld);
+      for (const unclaimed of this.unclaimed) {
+        const entry = this.watched.get(unclaimed);
+        if (entry !== undefined && entry.refs === 0) this.forget(unclaimed, entry);
       }
       this.unclaimed.clear();
     }, this.background);
