@@ -86,6 +86,10 @@ const rss = rssRuns.sort((a, b) => a.addedRssMiB - b.addedRssMiB)[Math.floor((rs
 const control = await probe("RSS control: the same steps without the plugin", { mode: "rss", root: large.root, touched: 2000, control: true });
 const pluginRss = rss && control ? rss.addedRssMiB - control.addedRssMiB : NaN;
 const baselineRss = await probe("RSS of loader (b): the same steps with the stat-cache loader instead of the plugin", { mode: "rss", root: large.root, touched: 2000, baseline: true });
+// What of it start-up alone costs (import, git's listing, the catalog, the inotify binding): the same process touching one directory, and its control.
+const startOnly = await probe("RSS of start-up alone: fresh process, 10,000 files, 1 touched dir", { mode: "rss", root: large.root, touched: 1 });
+const startOnlyControl = await probe("RSS control of start-up alone", { mode: "rss", root: large.root, touched: 1, control: true });
+const startRss = startOnly && startOnlyControl ? startOnly.addedRssMiB - startOnlyControl.addedRssMiB : NaN;
 /** Added RSS of one kind of mapping, with the plugin / the control / loader (b). */
 const byKind = (kind: string) => [rss, control, baselineRss].map((run) => (run ? f(run.addedByMapping[kind], 1) : "?")).join(" / ");
 const modes: Json = {};
@@ -154,7 +158,7 @@ const results = {
   steps,
   startup: starts,
   startupLarge: largeStarts,
-  rss: { runs: rssRuns, control, addedByPluginMiB: pluginRss, statCacheLoader: baselineRss },
+  rss: { runs: rssRuns, control, addedByPluginMiB: pluginRss, statCacheLoader: baselineRss, startOnly: { run: startOnly, control: startOnlyControl, addedByPluginMiB: startRss } },
   deliveryModes: modes,
   pluginLog: Object.fromEntries(logs),
   errors,
@@ -244,7 +248,9 @@ ${rss && control ? `A fresh process reads RSS after a full GC, imports the plugi
 repo (20 tool calls a step), runs 20 more steps of 4 calls, drops the host's copy of the conversation, waits 3 s, collects
 garbage and reads RSS again, plus the RSS of any process the plugin started: +${f(rss.addedRssMiB, 1)} MiB (median of ${rssRuns.length}; child
 processes ${f(rss.childProcessesMiB, 1)} MiB, JS heap +${f(rss.addedHeapMiB, 1)} MiB). A control process doing the same steps with no plugin (the
-harness's own allocations) adds ${f(control.addedRssMiB, 1)} MiB, so the plugin adds **${f(pluginRss, 1)} MiB**.${baselineRss ? ` For scale, the
+harness's own allocations) adds ${f(control.addedRssMiB, 1)} MiB, so the plugin adds **${f(pluginRss, 1)} MiB**.${startOnly && startOnlyControl ? ` Of that, start-up
+alone (a process touching one directory, less its own control) adds ${f(startRss, 1)} MiB (code pages +${f(startOnly.addedByMapping.code - startOnlyControl.addedByMapping.code, 1)} MiB, JS heap
++${f(startOnly.addedHeapMiB, 1)} MiB): the other ${f(pluginRss - startRss, 1)} MiB follow the 2,000 directories the session holds.` : ""}${baselineRss ? ` For scale, the
 stat-cache loader (b) doing the same steps in place of the plugin (one process, reading the same chains, holding only
 their text) adds ${f(baselineRss.addedRssMiB - control.addedRssMiB, 1)} MiB (JS heap +${f(baselineRss.addedHeapMiB, 1)} MiB).` : ""}${rss.addedByMapping.code + rss.addedByMapping.jit + rss.addedByMapping.rest > 0 ? `
 By kind of mapping (\`/proc/self/smaps\`), with the plugin / the control / loader (b): code pages of Bun's executable and
