@@ -57,6 +57,8 @@ export interface ContextToolArgs {
 export type ContextToolAsk = (request: { permission: string; patterns: string[]; always: string[]; metadata: Record<string, unknown> }) => Promise<void>;
 
 const HISTORY_TIMEOUT_MS = 3000;
+/** The instruction files OpenCode itself loads in each directory of the session's chain (the first of them that exists). */
+const HOST_LOADED_NAMES: ReadonlySet<string> = new Set(["AGENTS.md", "CLAUDE.md", "CONTEXT.md"]);
 /** Bytes of a steering file read at most per step: a TUI writes a short line per pin. */
 const MAX_STEER_READ = 64 * 1024;
 /** Files one `watch:` checks at most (each is one stat per check of the sessions that load it). */
@@ -648,12 +650,14 @@ export class Engine {
     const path = steerPath(this.records.dir, session.id);
     let complete: string;
     try {
-      const read = readFrom(path, (size) => (size - session.steerOffset > MAX_STEER_READ ? size - MAX_STEER_READ : session.steerOffset));
+      // A steering file made again (its directory cleared, say), or cut shorter, is read from its start.
+      const appliedOf = (size: number, file: string) => (file === session.steer.file && size >= session.steer.offset ? session.steer.offset : 0);
+      const read = readFrom(path, (size, file) => Math.max(size - MAX_STEER_READ, appliedOf(size, file)));
       if (read === undefined || read.bytes.length === 0) return;
       // Only whole lines: a line being written is applied at the next step.
       const end = read.bytes.lastIndexOf(0x0a) + 1;
       complete = read.bytes.subarray(0, end).toString("utf8");
-      session.steerOffset = read.from + end;
+      session.steer = { file: read.file, offset: read.from + end };
     } catch (error) {
       this.settings.log.once(`steer:${session.id}:${String(error)}`, "warn", `could not read the TUI's requests for session ${session.id}: ${String(error)}`);
       return;
@@ -1032,8 +1036,11 @@ export class Engine {
       const file = this.fileNamed(hierarchy, named);
       if (file === undefined) continue;
       // OpenCode re-reads its own chain (session directory up to the worktree) every step, so a copy
-      // of one of those may be newer than the store's; any other file must match to the byte.
-      if (sessionWalk.has(file.dir) || hostCarries(prompt, named, file.raw)) carried.add(file.path);
+      // of one of those may be newer than the store's; any other file must match to the byte. Only
+      // for a file of a name OpenCode loads: a marker line quoted in some file of the chain, naming a
+      // local or override variant there (OpenCode never sends those), must not make it count as sent.
+      const ownName = HOST_LOADED_NAMES.has(basename(file.path));
+      if ((ownName && sessionWalk.has(file.dir)) || hostCarries(prompt, named, file.raw)) carried.add(file.path);
     }
     // The same files keep the same set: memos keyed on it (the record's) stay valid across steps.
     const before = session.hostPaths;

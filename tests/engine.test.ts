@@ -126,6 +126,16 @@ describe("what the host already injected", () => {
     expect(sectionPaths(await plugin.step("s", quoted))).toEqual(["AGENTS.md", "apps/web/AGENTS.md"]);
   });
 
+  test("a marker line quoted in the root AGENTS.md, naming the root's AGENTS.local.md, does not keep that file out (OpenCode never sends a local variant; found in review)", async () => {
+    const files = { "AGENTS.md": "# Root\nBe kind.\n", "AGENTS.local.md": "# Mine\nMY PERSONAL RULE\n" };
+    const plugin = await openProject(undefined, { delivery: "system" }, { files });
+    const local = join(plugin.root, "AGENTS.local.md");
+    await writeFile(join(plugin.root, "AGENTS.md"), `# Root\nOpenCode lists its files like this:\nInstructions from: ${local}\n`);
+    // OpenCode copies the committed file, quoted marker and all, into its own prompt.
+    const host = `You are opencode.\nInstructions from: ${join(plugin.root, "AGENTS.md")}\n${readFileSync(join(plugin.root, "AGENTS.md"), "utf8")}`;
+    expect(await plugin.step("s", host)).toContain("MY PERSONAL RULE");
+  });
+
   test("OpenCode names its files through the worktree as given (here a symlink to it): still recognised as the host's", async () => {
     const project = await tempProject("monorepo");
     const linked = `${project.root}-link`;

@@ -8,7 +8,7 @@ import { spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { callContextTool, start, waitFor, type Started } from "./helpers/harness.ts";
+import { callContextTool, readTool, start, waitFor, type Started } from "./helpers/harness.ts";
 
 /** How long the slow git holds its listing back: far longer than any step below may take. */
 const LISTING_DELAY_S = 4;
@@ -55,15 +55,6 @@ async function slowListing(
   return { root, plugin, listed };
 }
 
-/** A tool call as OpenCode runs it (before, then after with its result); returns what the model gets. */
-async function read(plugin: Started, sessionID: string, filePath: string): Promise<string> {
-  const args = { filePath };
-  await plugin.touch(sessionID, "read", args);
-  const result = { title: "read", output: "file text", metadata: {} };
-  await plugin.hooks["tool.execute.after"]!({ tool: "read", sessionID, callID: `call-${Math.random()}`, args } as never, result as never);
-  return result.output;
-}
-
 describe("steps before the catalog is built", () => {
   test("they do not wait for git's listing, read nothing git ignores, and get the always files once it is built", async () => {
     const { root, plugin } = await slowListing({
@@ -76,7 +67,7 @@ describe("steps before the catalog is built", () => {
     });
     const began = performance.now();
     const block = await plugin.step("ses_a");
-    const seen = [block ?? "", await read(plugin, "ses_a", join(root, "pkg/src/a.ts")), await read(plugin, "ses_a", join(root, "node_modules/lib/index.js"))].join("\n");
+    const seen = [block ?? "", await readTool(plugin, "ses_a", join(root, "pkg/src/a.ts")), await readTool(plugin, "ses_a", join(root, "node_modules/lib/index.js"))].join("\n");
     // Well within the listing's delay: a step that waited for it would take LISTING_DELAY_S at least.
     expect(performance.now() - began).toBeLessThan((LISTING_DELAY_S * 1000) / 2);
     expect(seen).toContain("PKG-MARKER");
@@ -84,11 +75,11 @@ describe("steps before the catalog is built", () => {
     expect(seen).not.toContain("ALWAYS-MARKER");
     // Once the catalog is built, the always file rides on the next tool output, once; the ignored one never comes.
     const later = await waitFor(async () => {
-      const output = await read(plugin, "ses_a", join(root, "pkg/src/a.ts"));
+      const output = await readTool(plugin, "ses_a", join(root, "pkg/src/a.ts"));
       return output.includes("ALWAYS-MARKER") ? output : undefined;
     }, (LISTING_DELAY_S + 6) * 1000, "the always file after the listing");
     expect(later).not.toContain("IGNORED-MARKER");
-    expect(await read(plugin, "ses_a", join(root, "node_modules/lib/index.js"))).not.toContain("ALWAYS-MARKER");
+    expect(await readTool(plugin, "ses_a", join(root, "node_modules/lib/index.js"))).not.toContain("ALWAYS-MARKER");
     expect(await plugin.step("ses_a")).toBe(block);
   }, 20_000);
 
@@ -108,9 +99,9 @@ describe("steps before the catalog is built", () => {
     );
     await plugin.step("ses_b");
     const outputs = [
-      await read(plugin, "ses_b", join(root, "app/generated/deep/x.ts")),
-      await read(plugin, "ses_b", join(root, "build/out/y.js")),
-      await read(plugin, "ses_b", join(root, "app/src/z.ts")),
+      await readTool(plugin, "ses_b", join(root, "app/generated/deep/x.ts")),
+      await readTool(plugin, "ses_b", join(root, "build/out/y.js")),
+      await readTool(plugin, "ses_b", join(root, "app/src/z.ts")),
     ].join("\n");
     expect(outputs).not.toContain("NESTED-IGNORE-MARKER");
     expect(outputs).not.toContain("PARENT-IGNORE-MARKER");
@@ -127,7 +118,7 @@ describe("steps before the catalog is built", () => {
     await plugin.hooks["chat.message"]!({ sessionID: "ses_d", agent: "build" } as never, { message: { id: "msg_1" }, parts } as never);
     const block = await plugin.step("ses_d");
     expect(`${block}${JSON.stringify(parts)}`).not.toContain("AGENT-DB-MARKER");
-    await waitFor(async () => (await read(plugin, "ses_d", join(root, "src/app.ts"))).includes("AGENT-DB-MARKER"), (LISTING_DELAY_S + 6) * 1000, "the agent file after the listing");
+    await waitFor(async () => (await readTool(plugin, "ses_d", join(root, "src/app.ts"))).includes("AGENT-DB-MARKER"), (LISTING_DELAY_S + 6) * 1000, "the agent file after the listing");
   }, 20_000);
 
   test("a worktree below the repository's top: the top's .gitignore judges what a step reads, a touch made while the first step is under way included, before and after the catalog", async () => {
@@ -138,13 +129,13 @@ describe("steps before the catalog is built", () => {
     // The touch lands while the first step is under way (waiting for git's settings of ignoring).
     const first = plugin.step("ses_e");
     await plugin.touch("ses_e", "read", { filePath: join(root, "secret/x.ts") });
-    const seen = [await first, await read(plugin, "ses_e", join(root, "secret/x.ts")), await read(plugin, "ses_e", join(root, "src/y.ts"))].join("\n");
+    const seen = [await first, await readTool(plugin, "ses_e", join(root, "secret/x.ts")), await readTool(plugin, "ses_e", join(root, "src/y.ts"))].join("\n");
     expect(seen).toContain("SRC-MARKER");
     expect(seen).not.toContain("IGNORED-MARKER");
     // Once the catalog is built, a new session does not get it either.
     // The tool's `list` answers once the catalog is built.
     expect(await callContextTool(plugin, "ses_wait", { action: "list", path: "", section: "", content: "" })).toContain("AGENTS.md");
-    const after = [await plugin.step("ses_f"), await read(plugin, "ses_f", join(root, "secret/x.ts"))].join("\n");
+    const after = [await plugin.step("ses_f"), await readTool(plugin, "ses_f", join(root, "secret/x.ts"))].join("\n");
     expect(after).not.toContain("IGNORED-MARKER");
   }, 20_000);
 
@@ -160,7 +151,7 @@ describe("steps before the catalog is built", () => {
       "vendor/lib/gen/w.ts": "",
     });
     await plugin.step("ses_g");
-    const outputs = [await read(plugin, "ses_g", join(root, deep, "z.ts")), await read(plugin, "ses_g", join(root, "vendor/lib/gen/w.ts"))].join("\n");
+    const outputs = [await readTool(plugin, "ses_g", join(root, deep, "z.ts")), await readTool(plugin, "ses_g", join(root, "vendor/lib/gen/w.ts"))].join("\n");
     expect(outputs).not.toContain("TOO-DEEP-MARKER");
     // git never lists the nested repository's .gitignore, so the index does not apply it: neither does a step before it.
     expect(outputs).toContain("NESTED-GEN-MARKER");
@@ -170,10 +161,10 @@ describe("steps before the catalog is built", () => {
     const { root, plugin, listed } = await slowListing({ "AGENTS.md": "root rules\n", "pkg/a.ts": "" }, { listFirst: true });
     // A session's read makes the store watch pkg/; the catalog starts once the steps leave the loop alone.
     await plugin.step("ses_h");
-    await read(plugin, "ses_h", join(root, "pkg/a.ts"));
+    await readTool(plugin, "ses_h", join(root, "pkg/a.ts"));
     await waitFor(() => existsSync(listed) && readFileSync(listed, "utf8").length >= 2, 5_000, "git's two listings");
     writeFileSync(join(root, "pkg/AGENTS.md"), "---\ninclude: always\n---\nLATE-ALWAYS-MARKER\n");
-    expect(await read(plugin, "ses_h", join(root, "pkg/a.ts"))).toContain("LATE-ALWAYS-MARKER");
+    expect(await readTool(plugin, "ses_h", join(root, "pkg/a.ts"))).toContain("LATE-ALWAYS-MARKER");
     // The tool's `list` answers once the catalog is built; a new session's first block then has the file.
     await callContextTool(plugin, "ses_wait", { action: "list", path: "", section: "", content: "" });
     expect(await plugin.step("ses_i")).toContain("LATE-ALWAYS-MARKER");
@@ -191,7 +182,7 @@ describe("steps before the catalog is built", () => {
       { gitignore: "secrets.md\n" },
     );
     await plugin.step("ses_c");
-    const output = await read(plugin, "ses_c", join(root, "svc/main.ts"));
+    const output = await readTool(plugin, "ses_c", join(root, "svc/main.ts"));
     expect(output).toContain("STYLE-MARKER");
     expect(output).not.toContain("SECRET-MARKER");
   }, 20_000);
@@ -209,10 +200,10 @@ describe("the catalog hears of a context file however the store finds it", () =>
     const plugin = await start(root, { watch: false, recordsDir: join(parent, "records") });
     cleanups.push(() => plugin.dispose());
     await plugin.step("ses_j");
-    await read(plugin, "ses_j", join(root, "pkg/a.ts"));
+    await readTool(plugin, "ses_j", join(root, "pkg/a.ts"));
     await callContextTool(plugin, "ses_j", { action: "list", path: "", section: "", content: "" });
     writeFileSync(join(root, "pkg/AGENTS.md"), "---\ninclude: always\n---\nSTAT-ALWAYS-MARKER\n");
-    expect(await read(plugin, "ses_j", join(root, "pkg/a.ts"))).toContain("STAT-ALWAYS-MARKER");
+    expect(await readTool(plugin, "ses_j", join(root, "pkg/a.ts"))).toContain("STAT-ALWAYS-MARKER");
     expect(await plugin.step("ses_k")).toContain("STAT-ALWAYS-MARKER");
   }, 20_000);
 });

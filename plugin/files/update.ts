@@ -73,7 +73,7 @@ export function replaceFile(path: string, realRoot: string, maxFileBytes: number
     // (on every platform; a swap between this check and the rename below remains possible).
     const made = openedPath(fd, temporary, fstatSync(fd));
     if (made === undefined || !isInside(made, realRoot)) throw new Error("the directory moved outside the worktree");
-    writeSync(fd, text);
+    writeWhole(fd, Buffer.from(text, "utf8"));
     fchmodSync(fd, mode);
     fsyncSync(fd);
     closeSync(fd);
@@ -92,4 +92,17 @@ export function replaceFile(path: string, realRoot: string, maxFileBytes: number
     throw error;
   }
   return undefined;
+}
+
+/**
+ * Every byte of `bytes`, or a throw: one write may take only part of them (a disk all but full, a
+ * file size limit), and the next then says why. A file renamed over the original with its end missing
+ * would lose the user's text while the tool reported success.
+ */
+function writeWhole(fd: number, bytes: Uint8Array): void {
+  for (let written = 0; written < bytes.length; ) {
+    const count = writeSync(fd, bytes, written, bytes.length - written);
+    if (count <= 0) throw new Error(`could not write the new text (${written} of ${bytes.length} bytes written)`);
+    written += count;
+  }
 }

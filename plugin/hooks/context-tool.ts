@@ -1,5 +1,6 @@
 import type { ToolDefinition } from "@opencode-ai/plugin";
 import type { ContextToolArgs, ContextToolAsk, Engine } from "../engine.ts";
+import { escapeInline } from "../block/escape.ts";
 import type { Logger } from "../log.ts";
 
 const ACTIONS = ["list", "load", "unload", "update"] as const;
@@ -36,7 +37,8 @@ export function createContextTool(engine: Engine, log: Logger): ToolDefinition {
       } catch (error) {
         const message = error instanceof Error ? error.message : String(error);
         log.once(`project_context:${message}`, "error", `project_context ${checked.action} failed: ${message}`);
-        return `project_context ${checked.action} failed: ${message}`;
+        // Shown as every other text of the tool is: an error names paths, and names are repository content.
+        return `project_context ${checked.action} failed: ${escapeInline(message)}`;
       }
     },
   } as ToolDefinition;

@@ -4,7 +4,7 @@
  * `<recordsDir>/<sessionID>.steer.jsonl`. This file is the interface between the plugin, `explain
  * --session` and the TUI module: plain Node APIs only, no file text ever (paths, hashes, counts).
  */
-import { appendFileSync, closeSync, constants, fstatSync, mkdirSync, openSync, readFileSync, readSync } from "node:fs";
+import { closeSync, constants, fstatSync, mkdirSync, openSync, readFileSync, readSync, writeSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 
@@ -139,7 +139,7 @@ export function parseSteer(text: string): SteerRequest[] {
  * is no file. Never follows a symlink nor blocks on a FIFO (the records directory is not trusted to
  * hold files only): a symlink throws, as does anything that is not a regular file, and I/O errors.
  */
-export function readFrom(path: string, fromOf: (size: number) => number): { bytes: Buffer; from: number } | undefined {
+export function readFrom(path: string, fromOf: (size: number, file: string) => number): { bytes: Buffer; from: number; file: string } | undefined {
   let fd: number;
   try {
     fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
@@ -151,7 +151,9 @@ export function readFrom(path: string, fromOf: (size: number) => number): { byte
     const info = fstatSync(fd);
     if (!info.isFile()) throw new Error("not a regular file");
     const size = info.size;
-    const from = Math.min(size, Math.max(0, fromOf(size)));
+    // Which file this is (device and inode): a file made again under the same name is another one.
+    const file = `${info.dev}:${info.ino}`;
+    const from = Math.min(size, Math.max(0, fromOf(size, file)));
     const bytes = Buffer.alloc(size - from);
     let read = 0;
     while (read < bytes.length) {
@@ -159,15 +161,26 @@ export function readFrom(path: string, fromOf: (size: number) => number): { byte
       if (got === 0) break; // truncated since the stat
       read += got;
     }
-    return { bytes: bytes.subarray(0, read), from };
+    return { bytes: bytes.subarray(0, read), from, file };
   } finally {
     closeSync(fd);
   }
 }
 
-/** Appends one steering request (the TUI's side); one short line, so the append is atomic. */
+/**
+ * Appends one steering request (the TUI's side); one short line, so the append is atomic. Opened as
+ * readFrom opens: never through a symlink (a request written elsewhere), never blocking on a FIFO (a
+ * TUI that hangs), and only into a regular file.
+ */
 export function appendSteer(dir: string, session: string, action: SteerRequest["action"], path: string): void {
   const request: SteerRequest = { v: RECORDS_VERSION, time: new Date().toISOString(), action, path };
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  appendFileSync(steerPath(dir, session), `${JSON.stringify(request)}\n`, { mode: 0o600 });
+  const fd = openSync(steerPath(dir, session), constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
+  try {
+    if (!fstatSync(fd).isFile()) throw new Error("not a regular file");
+    const bytes = Buffer.from(`${JSON.stringify(request)}\n`, "utf8");
+    if (writeSync(fd, bytes) !== bytes.length) throw new Error("the request was cut short");
+  } finally {
+    closeSync(fd);
+  }
 }

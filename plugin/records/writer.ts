@@ -1,3 +1,5 @@
+import { constants } from "node:fs";
+import type { FileHandle } from "node:fs/promises";
 import { fsPromises } from "../libraries.ts";
 import type { Logger } from "../log.ts";
 import { isHighSurrogate, isLowSurrogate } from "../strings.ts";
@@ -44,7 +46,6 @@ export class RecordsWriter {
   private draining: Promise<void> | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private start: (() => void) | undefined;
-  private readonly sizes = new Map<string, number>();
   private madeDir = false;
   private closed = false;
 
@@ -129,28 +130,81 @@ export class RecordsWriter {
   }
 
   private async remove(session: string): Promise<void> {
-    this.sizes.delete(session);
     const { rm } = await fsPromises();
     await Promise.all([recordsPath(this.dir, session), recordsPath(this.dir, session, true), steerPath(this.dir, session)].map((path) => rm(path, { force: true })));
   }
 
   private async write(session: string, bytes: Buffer): Promise<void> {
+    try {
+      await this.appendBytes(session, bytes);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+      // The directory went (a state directory cleared by hand, say): made again, once, or no record would ever be written again.
+      this.madeDir = false;
+      await this.appendBytes(session, bytes);
+    }
+  }
+
+  private async appendBytes(session: string, bytes: Buffer): Promise<void> {
     const path = recordsPath(this.dir, session);
-    const { appendFile, mkdir, rename, stat } = await fsPromises();
+    const { mkdir, rename } = await fsPromises();
     if (!this.madeDir) {
       await mkdir(this.dir, { recursive: true, mode: 0o700 });
       this.madeDir = true;
     }
-    let size = this.sizes.get(session);
-    if (size === undefined) size = await stat(path).then((info) => info.size, () => 0);
-    if (size > 0 && size + bytes.length > MAX_RECORDS_BYTES) {
-      await rename(path, recordsPath(this.dir, session, true));
-      size = 0;
+    let file = await openRecordsFile(path);
+    try {
+      // The size as opened decides the rotation: the line goes to a new file when this one would pass the bound.
+      if (file.size > 0 && file.size + bytes.length > MAX_RECORDS_BYTES) {
+        await file.handle.close();
+        await rename(path, recordsPath(this.dir, session, true));
+        file = await openRecordsFile(path);
+      }
+      await appendWhole(file.handle, bytes);
+    } finally {
+      await file.handle.close().catch(() => {});
     }
-    await appendFile(path, bytes, { mode: 0o600 });
-    // Bounded like the sessions themselves: a size forgotten is read again by one stat.
-    if (this.sizes.size >= 4096 && !this.sizes.has(session)) this.sizes.delete(this.sizes.keys().next().value!);
-    this.sizes.set(session, size + bytes.length);
+  }
+}
+
+/**
+ * A session's records file, opened to append: never through a symlink, never blocking on a FIFO, and
+ * only a regular file (the records directory is not trusted to hold files only, as readFrom says), so
+ * a link planted at `<id>.jsonl` cannot have records written elsewhere, nor a FIFO stall every
+ * session's records and the plugin's dispose.
+ */
+async function openRecordsFile(path: string): Promise<{ handle: FileHandle; size: number }> {
+  const { open } = await fsPromises();
+  const handle = await open(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
+  try {
+    const info = await handle.stat();
+    if (!info.isFile()) throw new Error(`${path} is not a regular file`);
+    return { handle, size: info.size };
+  } catch (error) {
+    await handle.close().catch(() => {});
+    throw error;
+  }
+}
+
+/**
+ * Appends every byte of `bytes`, or none: a write cut short (a full disk) leaves no part of a line
+ * behind, or the next record would be appended to it and both be lost to a reader.
+ */
+async function appendWhole(handle: FileHandle, bytes: Buffer): Promise<void> {
+  let written = 0;
+  try {
+    while (written < bytes.length) {
+      const { bytesWritten } = await handle.write(bytes, written, bytes.length - written);
+      if (bytesWritten <= 0) throw new Error(`could not write a record (${written} of ${bytes.length} bytes written)`);
+      written += bytesWritten;
+    }
+  } catch (error) {
+    if (written > 0) {
+      // What this write added is the file's last `written` bytes (appends are whole writes at its end).
+      const { size } = await handle.stat();
+      await handle.truncate(size - written).catch(() => {});
+    }
+    throw error;
   }
 }
 

@@ -97,8 +97,8 @@ export class Session {
   /** Per subject, its last notice queued and when (its number among all queued): see notify. */
   private readonly lastNotices = new Map<string, { readonly notice: string; readonly at: number }>();
   private queuedNotices = 0;
-  /** Bytes of the session's steering file already applied. */
-  steerOffset = 0;
+  /** Bytes of the session's steering file already applied, and which file that was (device and inode). */
+  steer: { readonly file: string | undefined; readonly offset: number } = { file: undefined, offset: 0 };
   /** The last record's file list, and what it was made from: a step that changed nothing writes it again as is. */
   recordMemo: { readonly sources: readonly unknown[]; readonly snapshot: readonly FileSnapshot[]; readonly counts: number; readonly files: readonly string[] } | undefined;
   /** Each file's last record entry (see describeJson). */

@@ -2,14 +2,16 @@
  * File-system faults, made real rather than mocked: a child process running as a non-root user
  * (permission denied), syscall fault injection with strace (a file gone between stat and open,
  * transient EMFILE/EIO, inotify out of watches or instances), a user whose inotify instances are
- * genuinely used up, and a writer process racing the plugin's reads.
+ * genuinely used up, a writer process racing the plugin's reads, and a full disk (a 64 KiB tmpfs).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { closeSync, existsSync, ftruncateSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeSync } from "node:fs";
 import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { start, tempProject } from "../helpers/harness.ts";
+import { callContextTool, start, tempProject, waitFor } from "../helpers/harness.ts";
+import { readRecords } from "../../plugin/records/format.ts";
 import type { Event, Op, Report } from "./child/runner.ts";
 import { figures } from "./figures.ts";
 import { after, nonRootPrefix, runChild, type ChildRun } from "./util.ts";
@@ -372,4 +374,80 @@ describe("a writer racing the reads (real concurrency, no injection)", () => {
       }
     }, 30_000);
   }
+});
+
+/** A 64 KiB tmpfs to fill (mounting takes root: undefined, and the tests skipped, elsewhere). */
+function tinyDisk(): string | undefined {
+  if (process.platform !== "linux" || process.getuid?.() !== 0) return undefined;
+  const dir = mkdtempSync(join(tmpdir(), "pc-tiny-disk-"));
+  if (spawnSync("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", dir]).status === 0) return dir;
+  rmSync(dir, { recursive: true, force: true });
+  return undefined;
+}
+
+/** Fills the disk of `dir` to its last byte, then frees `pages` pages of 4 KiB; returns the filler, to remove. */
+function fillLeaving(dir: string, pages: number): string {
+  const filler = join(dir, "filler");
+  const fd = openSync(filler, "w");
+  try {
+    for (;;) writeSync(fd, Buffer.alloc(4096, 120));
+  } catch {
+    // full
+  }
+  try {
+    for (;;) writeSync(fd, Buffer.from("x"));
+  } catch {
+    // full to the byte
+  }
+  if (pages > 0) ftruncateSync(fd, Math.max(0, statSync(filler).size - pages * 4096));
+  closeSync(fd);
+  return filler;
+}
+
+const TINY = tinyDisk();
+describe.skipIf(TINY === undefined)("a full disk (found in review)", () => {
+  afterAll(() => {
+    spawnSync("umount", [TINY!]);
+    rmSync(TINY!, { recursive: true, force: true });
+  });
+
+  test("project_context update that cannot write the whole new text leaves the file as it was, and says so", async () => {
+    const root = mkdtempSync(join(TINY!, "wt-"));
+    const original = `# Root\n\n## Style\n${"Keep every line of this file. ".repeat(200)}\n\n## Tail\nTHE LAST LINE\n`;
+    await writeFile(join(root, "AGENTS.md"), original);
+    const plugin = await start(root, { records: false });
+    try {
+      await plugin.step("ses_u");
+      const filler = fillLeaving(TINY!, 1); // one page free; the new text needs two
+      const output = await callContextTool(plugin, "ses_u", { action: "update", path: "AGENTS.md", section: "Style", content: "Keep every line, still. ".repeat(250) });
+      rmSync(filler);
+      expect(output).toStartWith("project_context update failed:");
+      expect(readFileSync(join(root, "AGENTS.md"), "utf8")).toBe(original);
+    } finally {
+      await plugin.dispose();
+    }
+  });
+
+  test("a record cut short by the full disk leaves no part of its line: the next record, once there is room, is whole", async () => {
+    const dir = mkdtempSync(join(TINY!, "records-"));
+    const project = await tempProject("monorepo");
+    const plugin = await start(project.root, { recordsDir: dir });
+    try {
+      await plugin.touch("ses_f", "read", { filePath: "services/api/plugins/payments/src/charge.ts" });
+      await plugin.step("ses_f");
+      await waitFor(() => readRecords(dir, "ses_f").length >= 1, 3000, "the first record");
+      const filler = fillLeaving(TINY!, 0);
+      for (let i = 0; i < 8; i++) await plugin.step("ses_f"); // past the file's first page: a write fails part-way
+      await plugin.dispose();
+      rmSync(filler);
+      const again = await start(project.root, { recordsDir: dir });
+      await again.step("ses_f");
+      await again.dispose();
+      const lines = readFileSync(join(dir, "ses_f.jsonl"), "utf8").split("\n").filter((line) => line !== "");
+      expect(lines.length).toBe(readRecords(dir, "ses_f").length);
+    } finally {
+      await plugin.dispose();
+      await project.cleanup();
+    }
+  });
 });

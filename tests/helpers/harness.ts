@@ -144,6 +144,15 @@ export function projects() {
 }
 
 /** Calls the project_context tool as OpenCode does: before, execute, after; returns what the model gets. */
+/** A `read` as OpenCode runs it (tool.execute.before, then tool.execute.after with its result): what the model gets of its output. */
+export async function readTool(plugin: Started, sessionID: string, filePath: string): Promise<string> {
+  const args = { filePath };
+  await plugin.touch(sessionID, "read", args);
+  const result = { title: "read", output: "file text", metadata: {} };
+  await plugin.hooks["tool.execute.after"]!({ tool: "read", sessionID, callID: `call-${Math.random()}`, args } as never, result as never);
+  return result.output;
+}
+
 export async function callContextTool(plugin: Started, sessionID: string, args: Record<string, string>): Promise<string> {
   const full = { path: "", section: "", content: "", ...args };
   const callID = `call-${Math.random()}`;

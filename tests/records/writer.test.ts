@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { MAX_RECORDS_BYTES, recordsPath } from "../../plugin/records/format.ts";
@@ -142,5 +143,45 @@ describe("RecordsWriter", () => {
     writer.append("ses_gone", () => lineOf(1, 100));
     await writer.flush();
     expect(existsSync(recordsPath(dir, "ses_gone"))).toBe(false);
+  });
+
+  test("the records directory removed while sessions run: the next record makes it again (found in review)", async () => {
+    const dir = recordsDir();
+    const writer = new RecordsWriter(dir, recordingLogger());
+    writer.append("ses_a", () => lineOf(0, 100));
+    await writer.flush();
+    rmSync(dir, { recursive: true, force: true }); // a state directory cleared by hand
+    writer.append("ses_a", () => lineOf(1, 100));
+    writer.append("ses_b", () => lineOf(2, 100));
+    await writer.flush();
+    expect(readFileSync(recordsPath(dir, "ses_a"), "utf8").trimEnd().split("\n").map((line) => JSON.parse(line).n)).toEqual([1]);
+    expect(existsSync(recordsPath(dir, "ses_b"))).toBe(true);
+  });
+
+  test("a symlink where a records file goes is refused, never written through; other sessions' records go on (found in review)", async () => {
+    const dir = recordsDir();
+    mkdirSync(dir, { recursive: true });
+    const victim = join(dir, "..", "victim.txt");
+    writeFileSync(victim, "precious\n");
+    symlinkSync(victim, recordsPath(dir, "ses_v"));
+    const log = recordingLogger();
+    const writer = new RecordsWriter(dir, log);
+    writer.append("ses_v", () => lineOf(0, 100));
+    writer.append("ses_w", () => lineOf(1, 100));
+    await writer.flush();
+    expect(readFileSync(victim, "utf8")).toBe("precious\n");
+    expect(existsSync(recordsPath(dir, "ses_w"))).toBe(true);
+    expect(log.lines.some(({ level, message }) => level === "warn" && message.includes("ses_v"))).toBe(true);
+  });
+
+  test.skipIf(Bun.which("mkfifo") === null)("a FIFO where a records file goes blocks neither the other sessions' records nor a flush (found in review)", async () => {
+    const dir = recordsDir();
+    mkdirSync(dir, { recursive: true });
+    expect(spawnSync("mkfifo", [recordsPath(dir, "ses_p")]).status).toBe(0);
+    const writer = new RecordsWriter(dir, recordingLogger());
+    writer.append("ses_p", () => lineOf(0, 100));
+    writer.append("ses_q", () => lineOf(1, 100));
+    expect(await Promise.race([writer.flush().then(() => "flushed"), Bun.sleep(3000).then(() => "blocked")])).toBe("flushed");
+    expect(existsSync(recordsPath(dir, "ses_q"))).toBe(true);
   });
 });
