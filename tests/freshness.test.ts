@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { mkdir, rename, rm, symlink, writeFile } from "node:fs/promises";
+import { mkdir, rename, rm, symlink, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { projects, sectionPaths, type Started } from "./helpers/harness.ts";
+import { projects, readTool, sectionPaths, type Started } from "./helpers/harness.ts";
 
 const openProject = projects();
 
@@ -143,5 +143,49 @@ describe("a context file that is a symlink (found in review)", () => {
     expect(await plugin.step("s")).toContain("REPLACED");
     await writeFile(join(root, "shared/AGENTS.md"), "# Shared\nEDITED AFTER\n");
     expect(await plugin.step("s")).toContain("EDITED AFTER");
+  });
+});
+
+describe("structure that no watch of a chain sees (found in review)", () => {
+  for (const watch of [true, false]) {
+    test(`a symlinked directory retargeted: a path through it starts at the new target, for every session (watch ${watch})`, async () => {
+      const files = { "AGENTS.md": "# Root\n", "a/AGENTS.md": "# A-FILE\n", "b/AGENTS.md": "# B-FILE\n", "a/x.ts": "", "b/x.ts": "" };
+      const plugin = await openProject(undefined, { delivery: "system", watch }, { files });
+      await symlink("a", join(plugin.root, "link"));
+      await plugin.touch("s", "read", { filePath: "link/x.ts" });
+      expect(await plugin.step("s")).toContain("A-FILE");
+      await unlink(join(plugin.root, "link"));
+      await symlink("b", join(plugin.root, "link"));
+      for (const session of ["s", "t"]) {
+        await plugin.touch(session, "read", { filePath: "link/x.ts" });
+        const block = await plugin.step(session);
+        expect(block).toContain("B-FILE");
+        expect(block).not.toContain("A-FILE");
+      }
+    });
+  }
+
+  test("a directory above the walk's window (maxDepth) renamed away and rebuilt: the new chain is delivered", async () => {
+    const deep = "t/l1/l2/l3/l4/l5/l6/l7/l8/l9/l10/l11";
+    const files = { "AGENTS.md": "# Root\n", [`${deep}/AGENTS.md`]: "# OLD-DEEP\n", [`${deep}/f.ts`]: "" };
+    const plugin = await openProject(undefined, {}, { files });
+    await plugin.step("s");
+    expect(await readTool(plugin, "s", `${deep}/f.ts`)).toContain("OLD-DEEP");
+    // mv pkg pkg.bak && git checkout pkg: the watches of the chain follow the old inodes into t.bak.
+    await rename(join(plugin.root, "t"), join(plugin.root, "t.bak"));
+    await mkdir(join(plugin.root, deep), { recursive: true });
+    await writeFile(join(plugin.root, deep, "AGENTS.md"), "# NEW-DEEP\n");
+    await writeFile(join(plugin.root, deep, "f.ts"), "");
+    expect(await readTool(plugin, "s", `${deep}/f.ts`)).toContain("NEW-DEEP");
+  });
+
+  test("AGENTS.md a symlink to a file of another name in its own directory: an edit of that file is seen", async () => {
+    const files = { "AGENTS.md": "# Root\n", "pkg/GUIDE.md": "# GUIDE V1\n", "pkg/f.ts": "" };
+    const plugin = await openProject(undefined, {}, { files });
+    await symlink("GUIDE.md", join(plugin.root, "pkg/AGENTS.md"));
+    await plugin.step("s");
+    expect(await readTool(plugin, "s", "pkg/f.ts")).toContain("GUIDE V1");
+    await writeFile(join(plugin.root, "pkg/GUIDE.md"), "# GUIDE V2\n");
+    expect(await readTool(plugin, "s", "pkg/f.ts")).toContain("GUIDE V2");
   });
 });

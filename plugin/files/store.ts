@@ -1,6 +1,6 @@
 import { lstatSync, mkdtempSync, realpathSync, rmSync, statSync, unlinkSync, watch, writeFileSync, type FSWatcher } from "node:fs";
 import { tmpdir } from "node:os";
-import { basename, dirname, join, sep } from "node:path";
+import { basename, dirname, join, relative, sep } from "node:path";
 import type { LRUCache } from "lru-cache";
 import type { Logger } from "../log.ts";
 import { lruCache } from "../lru.ts";
@@ -121,6 +121,8 @@ interface Record_ extends DirectoryRecord {
 
 interface Start {
   readonly dir: string | undefined;
+  /** Resolved through a symlink: resolved again at each check (a retarget makes no event where the start is). */
+  readonly linked?: true;
   /** The first directory below `dir` that did not exist: its creation changes where the walk starts. */
   readonly missing?: string;
 }
@@ -142,6 +144,7 @@ interface Barrier {
 type Chain = readonly FileVersion[];
 
 const OUTSIDE: Start = Object.freeze({ dir: undefined });
+const LINKED_OUTSIDE: Start = Object.freeze({ dir: undefined, linked: true });
 const RESOLVED = Promise.resolve();
 const EMPTY_CHAIN: Chain = Object.freeze([]);
 
@@ -175,6 +178,8 @@ export class FileStore {
   /** Missing directories remembered by start resolutions (refcounted), by parent. */
   private readonly missing = new Map<string, number>();
   private readonly missingByParent = new Map<string, Set<string>>();
+  /** Keys of the cached starts resolved through a symlink below the worktree (see recheckLinkedStarts); a start evicted since is dropped at the next check. */
+  private readonly linkedStarts = new Set<string>();
 
   private readonly watched = new Map<string, Watched>();
   /** Held directories without a working watch (not started yet, past maxWatchedDirs, or closed): a settle stats them. */
@@ -287,6 +292,7 @@ export class FileStore {
       start = this.computeStart(touchedPath, isFile);
       if (start.missing !== undefined) this.rememberMissing(start.missing);
       this.starts.set(key, start);
+      if (start.linked) this.linkedStarts.add(key);
     }
     return start.dir;
   }
@@ -552,7 +558,9 @@ export class FileStore {
     // directory stays dirty, watched or not, and is read again at each check until the read is clean.
     // A racy read or a refused permission needs none: a later write or chmod makes an event.
     if (record.skipped.some((skip) => skip.unannounced === true)) this.markDirty(dir);
-    const indirect = (version: FileVersion | null) => version !== null && dirname(version.path) !== dir;
+    // A context file that is a symlink to another directory's file, or to a file of another name here
+    // (AGENTS.md -> GUIDE.md): an edit of its target makes no event a watch on it would take for it.
+    const indirect = (version: FileVersion | null) => version !== null && (dirname(version.path) !== dir || !this.names.has(basename(version.path)));
     if (indirect(record.file) || indirect(record.local) || record.signature.includes(":linked")) this.alwaysDue.add(dir);
     else this.alwaysDue.delete(dir);
   }
@@ -628,6 +636,8 @@ export class FileStore {
   private check(dirs: Iterable<string>, all: boolean, since: number): Promise<void> {
     if (this.disposed) return RESOLVED;
     // What events reported since the last check (fs.watch's come one by one) marks what is due.
+    this.flushStructure();
+    this.recheckLinkedStarts();
     this.flushStructure();
     let rereads: Promise<unknown>[] | undefined;
     let due = all ? dirs : this.needingCheck(dirs);
@@ -758,9 +768,18 @@ export class FileStore {
     // Handled at the end of the inotify drain dispatching the event (InotifyUser.drained), or when the
     // next check begins (fs.watch events come one by one; a step's hierarchy is worked out again
     // when its settle moves the generation).
-    if (this.records.has(child) || this.watched.has(child) || this.missing.has(child)) this.structureChanged(child);
+    if (this.records.has(child) || this.watched.has(child) || this.missing.has(child) || this.startsBelow(child)) this.structureChanged(child);
     // The watched directory itself going (or renamed) is reported under its own name.
     if (name === basename(dir)) this.structureChanged(dir);
+  }
+
+  /**
+   * Whether a cached chain starts below `path`: its walk may stop short of `path` (maxDepth), where no
+   * watch of its own sees `path` renamed away and rebuilt (its watches follow the old inodes).
+   */
+  private startsBelow(path: string): boolean {
+    const prefix = path.endsWith(sep) ? path : path + sep;
+    return this.chainStarts[lowerBound(this.chainStarts, prefix)]?.startsWith(prefix) === true;
   }
 
   private markDirty(dir: string): void {
@@ -1024,6 +1043,24 @@ export class FileStore {
 
   // ---- start resolution ----
 
+  /**
+   * Resolves again every cached start reached through a symlink below the worktree: a link retargeted
+   * makes no event where the start is (nor anywhere the store watches), and every session touching a
+   * path through it would keep the old target's chain. One realpath per such path at each check.
+   */
+  private recheckLinkedStarts(): void {
+    for (const key of this.linkedStarts) {
+      const known = this.starts.peek(key);
+      if (known === undefined) {
+        this.linkedStarts.delete(key);
+        continue;
+      }
+      const path = key.slice(1);
+      const again = this.computeStart(path, key[0] === "f");
+      if (again.dir !== known.dir || again.missing !== known.missing) this.structureChanged(path);
+    }
+  }
+
   private computeStart(path: string, isFile: boolean): Start {
     let probe = path;
     let missing: string | undefined;
@@ -1032,8 +1069,11 @@ export class FileStore {
       if (found !== undefined) {
         const [real, isDirectory] = found;
         const dir = isDirectory ? real : dirname(real);
-        if (!isInside(dir, this.realRoot)) return OUTSIDE;
-        return missing !== undefined && isDirectory ? { dir, missing: join(real, basename(missing)) } : { dir };
+        // Through a symlink below the worktree (not the one a worktree path may itself go through): resolved again at each check.
+        const linked = (isInside(probe, this.worktree) || isInside(probe, this.realRoot)) && real !== this.withRealRoot(probe);
+        if (!isInside(dir, this.realRoot)) return linked ? LINKED_OUTSIDE : OUTSIDE;
+        const start: Start = missing !== undefined && isDirectory ? { dir, missing: join(real, basename(missing)) } : { dir };
+        return linked ? { ...start, linked: true } : start;
       }
       const parent = dirname(probe);
       if (parent === probe || !(isInside(parent, this.worktree) || isInside(parent, this.realRoot))) return OUTSIDE;
@@ -1041,6 +1081,11 @@ export class FileStore {
       if (!(isFile && probe === path)) missing = probe;
       probe = parent;
     }
+  }
+
+  /** `path` with the worktree's own path swapped for its real one: what it resolves to when no symlink lies below the worktree. */
+  private withRealRoot(path: string): string {
+    return this.worktree === this.realRoot || !isInside(path, this.worktree) ? path : join(this.realRoot, relative(this.worktree, path));
   }
 
   private rememberMissing(dir: string): void {
