@@ -1,5 +1,5 @@
 import type { PluginInput } from "@opencode-ai/plugin";
-import { realpathSync, statSync } from "node:fs";
+import { existsSync, realpathSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { clearDocs, compose, countsRevision, knownTokens, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
 import { frameCost } from "./block/plan.ts";
@@ -57,8 +57,8 @@ export interface ContextToolArgs {
 export type ContextToolAsk = (request: { permission: string; patterns: string[]; always: string[]; metadata: Record<string, unknown> }) => Promise<void>;
 
 const HISTORY_TIMEOUT_MS = 3000;
-/** The instruction files OpenCode itself loads in each directory of the session's chain (the first of them that exists). */
-const HOST_LOADED_NAMES: ReadonlySet<string> = new Set(["AGENTS.md", "CLAUDE.md", "CONTEXT.md"]);
+/** The instruction file names OpenCode looks up the session's chain, in its order of precedence. */
+const HOST_LOADED_NAMES: readonly string[] = ["AGENTS.md", "CLAUDE.md", "CONTEXT.md"];
 /** Bytes of a steering file read at most per step: a TUI writes a short line per pin. */
 const MAX_STEER_READ = 64 * 1024;
 /** Files one `watch:` checks at most (each is one stat per check of the sessions that load it). */
@@ -164,6 +164,8 @@ export class Engine {
   private near: Promise<NearIgnores | undefined> | undefined;
   /** `near` once it answers. */
   private nearNow: NearIgnores | undefined;
+  /** OpenCode's instruction file name on the session's chain, as of a store generation (see hostLoadedName). */
+  private hostName: { readonly key: string; readonly name: string | undefined } | undefined;
 
   /** Undefined when records are off. */
   readonly records: RecordsWriter | undefined;
@@ -1021,6 +1023,17 @@ export class Engine {
   };
 
   /**
+   * The one name of instruction file OpenCode sends from the session's chain (`walk`): the first of
+   * HOST_LOADED_NAMES that exists in any of its directories (OpenCode looks each name up the whole
+   * chain, and stops at the first found). Looked up again when the store's generation moves.
+   */
+  private hostLoadedName(walk: readonly string[]): string | undefined {
+    const key = `${this.store.generation}:${walk[0] ?? ""}`;
+    if (this.hostName?.key !== key) this.hostName = { key, name: HOST_LOADED_NAMES.find((name) => walk.some((dir) => existsSync(join(dir, name)))) };
+    return this.hostName.name;
+  }
+
+  /**
    * Which of the session's files the host's system prompt carries itself: an entry OpenCode
    * formatted for the file's path, followed by exactly the file's text. Judged again only when the
    * prompt's text changes.
@@ -1030,17 +1043,20 @@ export class Engine {
     session.hostPrompt = prompt;
     if (hierarchy === undefined) return;
     const sessionStart = hierarchy.starts.get(this.settings.directory);
-    const sessionWalk = new Set(sessionStart === undefined ? [] : this.store.walkOf(sessionStart));
+    const walk = sessionStart === undefined ? [] : this.store.walkOf(sessionStart);
+    const sessionWalk = new Set(walk);
+    const hostName = this.hostLoadedName(walk);
     const carried = new Set<string>();
     for (const named of hostEntryPaths(prompt)) {
       const file = this.fileNamed(hierarchy, named);
       if (file === undefined) continue;
       // OpenCode re-reads its own chain (session directory up to the worktree) every step, so a copy
       // of one of those may be newer than the store's; any other file must match to the byte. Only
-      // for a file of a name OpenCode loads: a marker line quoted in some file of the chain, naming a
-      // local or override variant there (OpenCode never sends those), must not make it count as sent.
-      const ownName = HOST_LOADED_NAMES.has(basename(file.path));
-      if ((ownName && sessionWalk.has(file.dir)) || hostCarries(prompt, named, file.raw)) carried.add(file.path);
+      // for a file of the name OpenCode loads there: a marker line quoted in some file of the chain,
+      // naming a local or override variant, or a CLAUDE.md where AGENTS.md files are what OpenCode
+      // sends, must not make it count as sent.
+      const byName = hostName !== undefined && basename(file.path) === hostName && sessionWalk.has(file.dir);
+      if (byName || hostCarries(prompt, named, file.raw)) carried.add(file.path);
     }
     // The same files keep the same set: memos keyed on it (the record's) stay valid across steps.
     const before = session.hostPaths;

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ToolContext } from "@opencode-ai/plugin";
 import { parseFrontmatter } from "../plugin/files/frontmatter.ts";
-import { appendSteer, readRecords, type RequestRecord } from "../plugin/records/format.ts";
+import { appendSteer, readRecords, RECORDS_VERSION, steerPath, type RequestRecord } from "../plugin/records/format.ts";
 import { contextView, toggleAction } from "../plugin/tui/view.ts";
 import { callContextTool as contextTool, projects, readTool, sectionPaths, start, tempProject, waitFor, type Started } from "./helpers/harness.ts";
 
@@ -292,16 +292,29 @@ describe("steering from the TUI", () => {
     expect(records.map((record) => record.pins)).toEqual([[], ["tools/scripts"], []]);
   });
 
+  /** A session whose steering file was read and applied: a pin and its unpin. */
+  async function steeredOnce(sessionID: string) {
+    const { plugin, dir } = await withRecords({ delivery: "system" });
+    await plugin.step(sessionID);
+    appendSteer(dir, sessionID, "load", "apps/web");
+    appendSteer(dir, sessionID, "unload", "apps/web");
+    expect(sectionPaths(await plugin.step(sessionID))).toEqual(["AGENTS.md"]);
+    return { plugin, dir };
+  }
+
   test("a steering file made again, shorter than the one read before (its directory cleared), is read from its start (found in review)", async () => {
-    const setup = await withRecords({ delivery: "system" });
-    const { plugin, dir } = setup;
-    await plugin.step("ses_s");
-    appendSteer(dir, "ses_s", "load", "apps/web");
-    appendSteer(dir, "ses_s", "unload", "apps/web");
-    expect(sectionPaths(await plugin.step("ses_s"))).toEqual(["AGENTS.md"]);
+    const { plugin, dir } = await steeredOnce("ses_s");
     await rm(dir, { recursive: true, force: true });
     appendSteer(dir, "ses_s", "load", "tools/scripts");
     expect(sectionPaths(await plugin.step("ses_s"))).toEqual(["AGENTS.md", "tools/scripts/CLAUDE.md"]);
+  });
+
+  test("a steering file rewritten in place (the same inode), as long as the one read before, is read from its start (found in review: ext4 gives a file made again the freed inode)", async () => {
+    const { plugin, dir } = await steeredOnce("ses_i");
+    const request = (path: string, time: string) => `${JSON.stringify({ v: RECORDS_VERSION, time, action: "load", path })}\n`;
+    // Truncated and written again through the same inode, longer than what was applied.
+    await writeFile(steerPath(dir, "ses_i"), request("tools/scripts", "2030-01-01T00:00:00.000Z") + request("services/api", "2030-01-01T00:00:00.001Z"));
+    expect(sectionPaths(await plugin.step("ses_i"))).toEqual(expect.arrayContaining(["tools/scripts/CLAUDE.md", "services/api/AGENTS.md"]));
   });
 
   test("a TUI load brings back a file unloaded before, as the tool's load does (found in review)", async () => {

@@ -136,6 +136,14 @@ describe("what the host already injected", () => {
     expect(await plugin.step("s", host)).toContain("MY PERSONAL RULE");
   });
 
+  test("a marker line quoted in the root AGENTS.md, naming the session directory's CLAUDE.md, does not keep that file out (OpenCode sends only AGENTS.md files when the chain has one; found in review)", async () => {
+    const files = { "AGENTS.md": "# Root\nBe kind.\n", "pkg/CLAUDE.md": "# Pkg\nPKG CLAUDE RULE\n" };
+    const plugin = await openProject(undefined, { delivery: "system" }, { files, directory: (root) => join(root, "pkg") });
+    await writeFile(join(plugin.root, "AGENTS.md"), `# Root\nOpenCode lists its files like this:\nInstructions from: ${join(plugin.root, "pkg/CLAUDE.md")}\n`);
+    const host = `You are opencode.\nInstructions from: ${join(plugin.root, "AGENTS.md")}\n${readFileSync(join(plugin.root, "AGENTS.md"), "utf8")}`;
+    expect(await plugin.step("s", host)).toContain("PKG CLAUDE RULE");
+  });
+
   test("OpenCode names its files through the worktree as given (here a symlink to it): still recognised as the host's", async () => {
     const project = await tempProject("monorepo");
     const linked = `${project.root}-link`;

@@ -1,4 +1,4 @@
-import { lstatSync, mkdtempSync, realpathSync, rmSync, statSync, unlinkSync, watch, writeFileSync, type FSWatcher } from "node:fs";
+import { lstatSync, mkdtempSync, readlinkSync, realpathSync, rmSync, statSync, unlinkSync, watch, writeFileSync, type FSWatcher } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, relative, sep } from "node:path";
 import type { LRUCache } from "lru-cache";
@@ -121,8 +121,8 @@ interface Record_ extends DirectoryRecord {
 
 interface Start {
   readonly dir: string | undefined;
-  /** Resolved through a symlink: resolved again at each check (a retarget makes no event where the start is). */
-  readonly linked?: true;
+  /** The first symlink below the worktree its path goes through: read again at each check (a retarget makes no event where the start is). */
+  readonly link?: string;
   /** The first directory below `dir` that did not exist: its creation changes where the walk starts. */
   readonly missing?: string;
 }
@@ -144,7 +144,6 @@ interface Barrier {
 type Chain = readonly FileVersion[];
 
 const OUTSIDE: Start = Object.freeze({ dir: undefined });
-const LINKED_OUTSIDE: Start = Object.freeze({ dir: undefined, linked: true });
 const RESOLVED = Promise.resolve();
 const EMPTY_CHAIN: Chain = Object.freeze([]);
 
@@ -178,8 +177,8 @@ export class FileStore {
   /** Missing directories remembered by start resolutions (refcounted), by parent. */
   private readonly missing = new Map<string, number>();
   private readonly missingByParent = new Map<string, Set<string>>();
-  /** Keys of the cached starts resolved through a symlink below the worktree (see recheckLinkedStarts); a start evicted since is dropped at the next check. */
-  private readonly linkedStarts = new Set<string>();
+  /** The symlinks cached starts go through (see recheckLinks): each one's target as read, and how many starts go through it. */
+  private readonly links = new Map<string, { readonly target: string | undefined; starts: number }>();
 
   private readonly watched = new Map<string, Watched>();
   /** Held directories without a working watch (not started yet, past maxWatchedDirs, or closed): a settle stats them. */
@@ -258,7 +257,12 @@ export class FileStore {
       // Held directories: pinned from hold (its first ref) to letGo (its last).
       (dir) => (this.watched.get(dir)?.refs ?? 0) > 0,
     );
-    this.starts = lruCache<string, Start>(MAX_STARTS, { disposeAfter: (start) => start.missing !== undefined && this.forgetMissing(start.missing) });
+    this.starts = lruCache<string, Start>(MAX_STARTS, {
+      disposeAfter: (start) => {
+        if (start.missing !== undefined) this.forgetMissing(start.missing);
+        if (start.link !== undefined) this.linkLetGo(start.link);
+      },
+    });
   }
 
   /**
@@ -292,7 +296,7 @@ export class FileStore {
       start = this.computeStart(touchedPath, isFile);
       if (start.missing !== undefined) this.rememberMissing(start.missing);
       this.starts.set(key, start);
-      if (start.linked) this.linkedStarts.add(key);
+      if (start.link !== undefined) this.linkUsed(start.link);
     }
     return start.dir;
   }
@@ -637,7 +641,7 @@ export class FileStore {
     if (this.disposed) return RESOLVED;
     // What events reported since the last check (fs.watch's come one by one) marks what is due.
     this.flushStructure();
-    this.recheckLinkedStarts();
+    this.recheckLinks();
     this.flushStructure();
     let rereads: Promise<unknown>[] | undefined;
     let due = all ? dirs : this.needingCheck(dirs);
@@ -863,7 +867,8 @@ export class FileStore {
   /** Missing directories remembered below `dir` (by start resolutions) that exist now, made before a watch could tell: a structure change. */
   private lookForMissing(dir: string): void {
     const kids = this.missingByParent.get(dir);
-    if (kids !== undefined) for (const kid of [...kids]) if (exists(kid)) this.structureChanged(kid);
+    // Resolved, not lstat'd: a dangling symlink there is still missing (else every check would find it made).
+    if (kids !== undefined) for (const kid of [...kids]) if (realAndStat(kid) !== undefined) this.structureChanged(kid);
   }
 
   /** Whether a watch started (the check it owes is the caller's). */
@@ -1044,21 +1049,42 @@ export class FileStore {
   // ---- start resolution ----
 
   /**
-   * Resolves again every cached start reached through a symlink below the worktree: a link retargeted
-   * makes no event where the start is (nor anywhere the store watches), and every session touching a
-   * path through it would keep the old target's chain. One realpath per such path at each check.
+   * Reads again each symlink below the worktree that cached starts go through, once per link: a
+   * retarget makes no event where the starts' chains are (nor anywhere the store watches), and every
+   * session touching a path through it would keep the old target's chain. A link that changed drops
+   * the starts below it (a structure change).
    */
-  private recheckLinkedStarts(): void {
-    for (const key of this.linkedStarts) {
-      const known = this.starts.peek(key);
-      if (known === undefined) {
-        this.linkedStarts.delete(key);
-        continue;
-      }
-      const path = key.slice(1);
-      const again = this.computeStart(path, key[0] === "f");
-      if (again.dir !== known.dir || again.missing !== known.missing) this.structureChanged(path);
+  private recheckLinks(): void {
+    for (const [link, entry] of this.links) {
+      const target = readLinkOr(link);
+      if (target === entry.target) continue;
+      // Told once: the starts below it are dropped, and any left keep the new target.
+      this.links.set(link, { target, starts: entry.starts });
+      this.structureChanged(link);
     }
+  }
+
+  private linkUsed(link: string): void {
+    const entry = this.links.get(link);
+    if (entry !== undefined) entry.starts++;
+    else this.links.set(link, { target: readLinkOr(link), starts: 1 });
+  }
+
+  private linkLetGo(link: string): void {
+    const entry = this.links.get(link);
+    if (entry !== undefined && --entry.starts <= 0) this.links.delete(link);
+  }
+
+  /** The first symlink on `path`'s way down from the worktree (`path` lexically inside it), if any. */
+  private firstLink(path: string): string | undefined {
+    const base = isInside(path, this.worktree) ? this.worktree : this.realRoot;
+    let at = base;
+    for (const name of relative(base, path).split(sep)) {
+      if (name === "") continue;
+      at = join(at, name);
+      if (isSymlink(at)) return at;
+    }
+    return undefined;
   }
 
   private computeStart(path: string, isFile: boolean): Start {
@@ -1069,11 +1095,10 @@ export class FileStore {
       if (found !== undefined) {
         const [real, isDirectory] = found;
         const dir = isDirectory ? real : dirname(real);
-        // Through a symlink below the worktree (not the one a worktree path may itself go through): resolved again at each check.
-        const linked = (isInside(probe, this.worktree) || isInside(probe, this.realRoot)) && real !== this.withRealRoot(probe);
-        if (!isInside(dir, this.realRoot)) return linked ? LINKED_OUTSIDE : OUTSIDE;
-        const start: Start = missing !== undefined && isDirectory ? { dir, missing: join(real, basename(missing)) } : { dir };
-        return linked ? { ...start, linked: true } : start;
+        // Through a symlink below the worktree (not one the worktree's own path may go through): the link is read again at each check.
+        const link = (isInside(probe, this.worktree) || isInside(probe, this.realRoot)) && real !== this.withRealRoot(probe) ? this.firstLink(probe) : undefined;
+        const start: Start = !isInside(dir, this.realRoot) ? OUTSIDE : missing !== undefined && isDirectory ? { dir, missing: join(real, basename(missing)) } : { dir };
+        return link === undefined ? start : { ...start, link };
       }
       const parent = dirname(probe);
       if (parent === probe || !(isInside(parent, this.worktree) || isInside(parent, this.realRoot))) return OUTSIDE;
@@ -1209,11 +1234,20 @@ function identity(signature: string): string {
  * `throwIfNoEntry`; a name too long, a permission or a file where a directory was expected must not
  * escape a settle either: such a path is as good as absent.
  */
-function exists(path: string): boolean {
+function isSymlink(path: string): boolean {
   try {
-    return lstatSync(path, { throwIfNoEntry: false }) !== undefined;
+    return lstatSync(path, { throwIfNoEntry: false })?.isSymbolicLink() === true;
   } catch {
     return false;
+  }
+}
+
+/** What the symlink `path` points to, or undefined when it is none (gone, or something else now). */
+function readLinkOr(path: string): string | undefined {
+  try {
+    return readlinkSync(path);
+  } catch {
+    return undefined;
   }
 }
 

@@ -1,9 +1,10 @@
-import { closeSync, constants, fchmodSync, fstatSync, fsyncSync, openSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, constants, fchmodSync, fstatSync, fsyncSync, openSync, renameSync, statSync, unlinkSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { parseFrontmatter } from "./frontmatter.ts";
 import { outline, sectionName, sectionsOf } from "../rules/merge.ts";
 import { isInside } from "../paths.ts";
 import { openedPath, readContained } from "./contained.ts";
+import { writeWhole } from "./write.ts";
 
 /** A section's new text spliced into a context file's text, or why it cannot be. */
 export type Splice = { readonly text: string; readonly replaced: boolean } | { readonly error: string };
@@ -68,6 +69,8 @@ export function replaceFile(path: string, realRoot: string, maxFileBytes: number
   const mode = statSync(path).mode & 0o7777;
   const temporary = join(dir, `.${basename(path)}.${Buffer.from(crypto.getRandomValues(new Uint8Array(6))).toString("hex")}.tmp`);
   const fd = openSync(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  // Closed once only: a descriptor number closed twice may by then be another file's (opened on another thread).
+  let open = true;
   try {
     // A directory swapped for a symlink since the read: the file made must still be inside the worktree
     // (on every platform; a swap between this check and the rename below remains possible).
@@ -76,13 +79,14 @@ export function replaceFile(path: string, realRoot: string, maxFileBytes: number
     writeWhole(fd, Buffer.from(text, "utf8"));
     fchmodSync(fd, mode);
     fsyncSync(fd);
+    open = false;
     closeSync(fd);
     renameSync(temporary, path);
   } catch (error) {
     try {
-      closeSync(fd);
+      if (open) closeSync(fd);
     } catch {
-      // closed already
+      // the error to report is the one that stopped the update
     }
     try {
       unlinkSync(temporary);
@@ -94,15 +98,3 @@ export function replaceFile(path: string, realRoot: string, maxFileBytes: number
   return undefined;
 }
 
-/**
- * Every byte of `bytes`, or a throw: one write may take only part of them (a disk all but full, a
- * file size limit), and the next then says why. A file renamed over the original with its end missing
- * would lose the user's text while the tool reported success.
- */
-function writeWhole(fd: number, bytes: Uint8Array): void {
-  for (let written = 0; written < bytes.length; ) {
-    const count = writeSync(fd, bytes, written, bytes.length - written);
-    if (count <= 0) throw new Error(`could not write the new text (${written} of ${bytes.length} bytes written)`);
-    written += count;
-  }
-}

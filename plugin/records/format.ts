@@ -4,7 +4,8 @@
  * `<recordsDir>/<sessionID>.steer.jsonl`. This file is the interface between the plugin, `explain
  * --session` and the TUI module: plain Node APIs only, no file text ever (paths, hashes, counts).
  */
-import { closeSync, constants, fstatSync, mkdirSync, openSync, readFileSync, readSync, writeSync } from "node:fs";
+import { closeSync, constants, fstatSync, ftruncateSync, mkdirSync, openSync, readFileSync, readSync } from "node:fs";
+import { writeWhole } from "../files/write.ts";
 import { homedir } from "node:os";
 import { join } from "node:path";
 
@@ -134,10 +135,14 @@ export function parseSteer(text: string): SteerRequest[] {
   });
 }
 
+/** Bytes of a file's start that, with its inode, tell it from another made under the same name. */
+const IDENTITY_BYTES = 64;
+
 /**
- * The bytes of a regular file from `fromOf(size)` to its end, read by position; undefined when there
- * is no file. Never follows a symlink nor blocks on a FIFO (the records directory is not trusted to
- * hold files only): a symlink throws, as does anything that is not a regular file, and I/O errors.
+ * The bytes of a regular file from `fromOf(size, file)` to its end, read by position, and which file
+ * it was (`file`); undefined when there is no file. Never follows a symlink nor blocks on a FIFO (the
+ * records directory is not trusted to hold files only): a symlink throws, as does anything that is
+ * not a regular file, and I/O errors.
  */
 export function readFrom(path: string, fromOf: (size: number, file: string) => number): { bytes: Buffer; from: number; file: string } | undefined {
   let fd: number;
@@ -151,8 +156,11 @@ export function readFrom(path: string, fromOf: (size: number, file: string) => n
     const info = fstatSync(fd);
     if (!info.isFile()) throw new Error("not a regular file");
     const size = info.size;
-    // Which file this is (device and inode): a file made again under the same name is another one.
-    const file = `${info.dev}:${info.ino}`;
+    // Which file this is: its device and inode, and its first bytes (a file made again under the same
+    // name may get the freed inode back at once, as ext4 gives it; a steering line starts with its time).
+    const head = Buffer.alloc(Math.min(size, IDENTITY_BYTES));
+    const headRead = head.length === 0 ? 0 : readSync(fd, head, 0, head.length, 0);
+    const file = `${info.dev}:${info.ino}:${head.subarray(0, headRead).toString("latin1")}`;
     const from = Math.min(size, Math.max(0, fromOf(size, file)));
     const bytes = Buffer.alloc(size - from);
     let read = 0;
@@ -177,9 +185,15 @@ export function appendSteer(dir: string, session: string, action: SteerRequest["
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const fd = openSync(steerPath(dir, session), constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
   try {
-    if (!fstatSync(fd).isFile()) throw new Error("not a regular file");
-    const bytes = Buffer.from(`${JSON.stringify(request)}\n`, "utf8");
-    if (writeSync(fd, bytes) !== bytes.length) throw new Error("the request was cut short");
+    const info = fstatSync(fd);
+    if (!info.isFile()) throw new Error("not a regular file");
+    try {
+      writeWhole(fd, Buffer.from(`${JSON.stringify(request)}\n`, "utf8"));
+    } catch (error) {
+      // A request cut short (a full disk) is taken back: the next one, once there is room, would be appended to its fragment and lost with it.
+      ftruncateSync(fd, info.size);
+      throw error;
+    }
   } finally {
     closeSync(fd);
   }

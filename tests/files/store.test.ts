@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { appendFileSync, linkSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
+import fs, { appendFileSync, linkSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, sep } from "node:path";
 import { spawnSync } from "node:child_process";
@@ -83,6 +83,79 @@ for (const watch of [true, false]) {
 }
 
 describe("start resolution", () => {
+  for (const watch of [false, true]) {
+    test(`a path under a dangling symlink does not change the structure at every check (watch ${watch}; found in review)`, async () => {
+      const root = scratch.dir();
+      scratch.write(root, { "AGENTS.md": "r\n" });
+      symlinkSync("nowhere", join(root, "dangling"));
+      const store = scratch.store(root, { watch });
+      const start = store.resolveStart(join(root, "dangling/x.ts"), true)!;
+      expect(start).toBe(root);
+      const walk = store.walkOf(start);
+      store.retain("s", walk);
+      await store.chainOf(start);
+      await store.settle(new Set(walk));
+      await Bun.sleep(60);
+      await store.settle(new Set(walk));
+      const before = store.generation;
+      for (let i = 0; i < 5; i++) {
+        store.resolveStart(join(root, "dangling/x.ts"), true);
+        await store.settle(new Set(walk));
+      }
+      expect(store.generation).toBe(before);
+    });
+
+    test(`paths through a symlinked directory: no structure change while the link stays, and one when it is retargeted (watch ${watch}; found in review)`, async () => {
+      const root = scratch.dir();
+      scratch.write(root, { "AGENTS.md": "r\n", "a/AGENTS.md": "a\n", "a/x.ts": "", "b/AGENTS.md": "b\n", "b/x.ts": "" });
+      symlinkSync("a", join(root, "link"));
+      const store = scratch.store(root, { watch });
+      const paths: [string, boolean][] = [[join(root, "link/x.ts"), true], [join(root, "link/new/deeper/y.ts"), true], [join(root, "link"), false]];
+      expect(paths.map(([path, isFile]) => store.resolveStart(path, isFile))).toEqual([join(root, "a"), join(root, "a"), join(root, "a")]);
+      const walk = store.walkOf(join(root, "a"));
+      store.retain("s", walk);
+      await store.chainOf(join(root, "a"));
+      await store.settle(new Set(walk));
+      await Bun.sleep(60);
+      await store.settle(new Set(walk));
+      const before = store.generation;
+      for (let i = 0; i < 5; i++) await store.settle(new Set(walk));
+      expect(store.generation).toBe(before);
+      unlinkSync(join(root, "link"));
+      symlinkSync("b", join(root, "link"));
+      await store.settle(new Set(walk));
+      expect(store.generation).toBeGreaterThan(before);
+      expect(paths.map(([path, isFile]) => store.resolveStart(path, isFile))).toEqual([join(root, "b"), join(root, "b"), join(root, "b")]);
+    });
+  }
+
+  test("2,000 touched files behind one symlink: a settle reads the link, it resolves no path again (found in review: 20.9 ms a step against 2.2)", async () => {
+    // OpenCode started in app/, a symlink to apps/web inside the worktree: every path the agent touches goes through it.
+    const root = scratch.dir();
+    const files: Record<string, string> = { "AGENTS.md": "r\n" };
+    for (let i = 0; i < 200; i++) for (let j = 0; j < 10; j++) files[`apps/web/m${i}/f${j}.ts`] = "";
+    scratch.write(root, files);
+    symlinkSync("apps/web", join(root, "app"));
+    const store = scratch.store(root, { watch: true });
+    const starts = new Set<string>();
+    for (let i = 0; i < 200; i++) for (let j = 0; j < 10; j++) starts.add(store.resolveStart(join(root, "app", `m${i}/f${j}.ts`), true)!);
+    const dirs = new Set([...starts].flatMap((start) => store.walkOf(start)));
+    store.retain("s", dirs);
+    for (const start of starts) await store.chainOf(start);
+    await Bun.sleep(80);
+    await store.settle(dirs);
+    const native = fs.realpathSync.native;
+    let calls = 0;
+    // Counted where the store resolves paths (node:fs's own function, wrapped for this settle only).
+    fs.realpathSync.native = ((path: fs.PathLike, options?: unknown) => (calls++, native(path, options as never))) as typeof native;
+    try {
+      await store.settle(dirs);
+    } finally {
+      fs.realpathSync.native = native;
+    }
+    expect(calls).toBeLessThanOrEqual(10);
+  });
+
   test("a directory named by a file argument (read of a directory) starts at itself; a file at its parent", () => {
     const { root, store } = setUp();
     expect(store.resolveStart(join(root, "a/b"), true)).toBe(join(root, "a/b"));

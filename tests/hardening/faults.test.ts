@@ -6,12 +6,12 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { closeSync, existsSync, ftruncateSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeSync } from "node:fs";
+import { closeSync, existsSync, ftruncateSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
 import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { callContextTool, start, tempProject, waitFor } from "../helpers/harness.ts";
-import { readRecords } from "../../plugin/records/format.ts";
+import { appendSteer, parseSteer, readRecords, RECORDS_VERSION, steerPath } from "../../plugin/records/format.ts";
 import type { Event, Op, Report } from "./child/runner.ts";
 import { figures } from "./figures.ts";
 import { after, nonRootPrefix, runChild, type ChildRun } from "./util.ts";
@@ -426,6 +426,21 @@ describe.skipIf(TINY === undefined)("a full disk (found in review)", () => {
     } finally {
       await plugin.dispose();
     }
+  });
+
+  test("a TUI steering request cut short by the full disk leaves no part of its line: the next one, once there is room, is read", () => {
+    const dir = mkdtempSync(join(TINY!, "steer-"));
+    const line = (path: string) => `${JSON.stringify({ v: RECORDS_VERSION, time: new Date().toISOString(), action: "load", path })}\n`;
+    // A steering file whose last page has 20 bytes left, on a disk otherwise full.
+    let text = "";
+    while (text.length + 100 < 4096 - 20) text += line("apps/web");
+    text += `${" ".repeat(4096 - 20 - text.length - 1)}\n`;
+    writeFileSync(steerPath(dir, "ses_x"), text);
+    const filler = fillLeaving(TINY!, 0);
+    expect(() => appendSteer(dir, "ses_x", "load", "tools/scripts")).toThrow();
+    rmSync(filler);
+    appendSteer(dir, "ses_x", "load", "services/api");
+    expect(parseSteer(readFileSync(steerPath(dir, "ses_x"), "utf8")).map((request) => request.path).at(-1)).toBe("services/api");
   });
 
   test("a record cut short by the full disk leaves no part of its line: the next record, once there is room, is whole", async () => {
