@@ -164,8 +164,8 @@ export class Engine {
   private near: Promise<NearIgnores | undefined> | undefined;
   /** `near` once it answers. */
   private nearNow: NearIgnores | undefined;
-  /** OpenCode's instruction file name on the session's chain, as of a store generation (see hostLoadedName). */
-  private hostName: { readonly key: string; readonly name: string | undefined } | undefined;
+  /** OpenCode's instruction file name on the session's chain, for a host prompt (see hostLoadedName). */
+  private hostName: { readonly start: string; readonly prompt: string; readonly name: string | undefined } | undefined;
 
   /** Undefined when records are off. */
   readonly records: RecordsWriter | undefined;
@@ -1023,14 +1023,22 @@ export class Engine {
   };
 
   /**
-   * The one name of instruction file OpenCode sends from the session's chain (`walk`): the first of
-   * HOST_LOADED_NAMES that exists in any of its directories (OpenCode looks each name up the whole
-   * chain, and stops at the first found). Looked up again when the store's generation moves.
+   * The one name of instruction file OpenCode sends from the session's chain: the first of
+   * HOST_LOADED_NAMES that exists in any directory from `sessionStart` up to the worktree (OpenCode
+   * looks each name up the whole way, whatever maxDepth says, and stops at the first found; a name
+   * the options leave out counts too). Looked up again when the host's prompt changes: OpenCode
+   * re-reads its chain at every step, so a file made or gone there changes the prompt.
    */
-  private hostLoadedName(walk: readonly string[]): string | undefined {
-    const key = `${this.store.generation}:${walk[0] ?? ""}`;
-    if (this.hostName?.key !== key) this.hostName = { key, name: HOST_LOADED_NAMES.find((name) => walk.some((dir) => existsSync(join(dir, name)))) };
-    return this.hostName.name;
+  private hostLoadedName(sessionStart: string, prompt: string): string | undefined {
+    if (this.hostName?.start === sessionStart && this.hostName.prompt === prompt) return this.hostName.name;
+    const chain: string[] = [];
+    for (let dir = sessionStart; isInside(dir, this.store.realRoot); dir = dirname(dir)) {
+      chain.push(dir);
+      if (dir === this.store.realRoot) break;
+    }
+    const name = HOST_LOADED_NAMES.find((candidate) => chain.some((dir) => existsSync(join(dir, candidate))));
+    this.hostName = { start: sessionStart, prompt, name };
+    return name;
   }
 
   /**
@@ -1043,9 +1051,8 @@ export class Engine {
     session.hostPrompt = prompt;
     if (hierarchy === undefined) return;
     const sessionStart = hierarchy.starts.get(this.settings.directory);
-    const walk = sessionStart === undefined ? [] : this.store.walkOf(sessionStart);
-    const sessionWalk = new Set(walk);
-    const hostName = this.hostLoadedName(walk);
+    const sessionWalk = new Set(sessionStart === undefined ? [] : this.store.walkOf(sessionStart));
+    const hostName = sessionStart === undefined ? undefined : this.hostLoadedName(sessionStart, prompt);
     const carried = new Set<string>();
     for (const named of hostEntryPaths(prompt)) {
       const file = this.fileNamed(hierarchy, named);

@@ -1,14 +1,14 @@
 // The project_context tool, the per-request records and the TUI's steering requests, driven through
 // the plugin's hooks as OpenCode calls them, on a real copy of the monorepo fixture.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { appendFile, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { spawnSync } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ToolContext } from "@opencode-ai/plugin";
 import { parseFrontmatter } from "../plugin/files/frontmatter.ts";
-import { appendSteer, readRecords, RECORDS_VERSION, steerPath, type RequestRecord } from "../plugin/records/format.ts";
+import { appendSteer, parseSteer, readRecords, RECORDS_VERSION, steerPath, type RequestRecord } from "../plugin/records/format.ts";
 import { contextView, toggleAction } from "../plugin/tui/view.ts";
 import { callContextTool as contextTool, projects, readTool, sectionPaths, start, tempProject, waitFor, type Started } from "./helpers/harness.ts";
 
@@ -315,6 +315,14 @@ describe("steering from the TUI", () => {
     // Truncated and written again through the same inode, longer than what was applied.
     await writeFile(steerPath(dir, "ses_i"), request("tools/scripts", "2030-01-01T00:00:00.000Z") + request("services/api", "2030-01-01T00:00:00.001Z"));
     expect(sectionPaths(await plugin.step("ses_i"))).toEqual(expect.arrayContaining(["tools/scripts/CLAUDE.md", "services/api/AGENTS.md"]));
+  });
+
+  test("a steering request after one cut short (a fragment with no line end) is read, and the lines before stay (found in review)", async () => {
+    const { plugin, dir } = await steeredOnce("ses_c");
+    await appendFile(steerPath(dir, "ses_c"), '{"v":1,"time":"2030-01-01T00:00:00.000Z","act');
+    appendSteer(dir, "ses_c", "load", "tools/scripts");
+    expect(parseSteer(await readFile(steerPath(dir, "ses_c"), "utf8")).map((request) => request.path)).toEqual(["apps/web", "apps/web", "tools/scripts"]);
+    expect(sectionPaths(await plugin.step("ses_c"))).toEqual(["AGENTS.md", "tools/scripts/CLAUDE.md"]);
   });
 
   test("a TUI load brings back a file unloaded before, as the tool's load does (found in review)", async () => {

@@ -144,6 +144,24 @@ describe("what the host already injected", () => {
     expect(await plugin.step("s", host)).toContain("PKG CLAUDE RULE");
   });
 
+  test("OpenCode's name is looked up the whole chain, past maxDepth: an AGENTS.md above the walk makes a quoted CLAUDE.md no copy (found in review)", async () => {
+    const files = { "AGENTS.md": "# Root\nBe kind.\n", "a/pkg/CLAUDE.md": "# Pkg\nPKG CLAUDE RULE\n" };
+    const plugin = await openProject(undefined, { delivery: "system", maxDepth: 1 }, { files, directory: (root) => join(root, "a/pkg") });
+    await writeFile(join(plugin.root, "AGENTS.md"), `# Root\nOpenCode lists its files like this:\nInstructions from: ${join(plugin.root, "a/pkg/CLAUDE.md")}\n`);
+    const host = `You are opencode.\nInstructions from: ${join(plugin.root, "AGENTS.md")}\n${readFileSync(join(plugin.root, "AGENTS.md"), "utf8")}`;
+    expect(await plugin.step("s", host)).toContain("PKG CLAUDE RULE");
+  });
+
+  test("OpenCode's name follows its prompt, not the options: an AGENTS.md made on the chain when fileNames leaves it out (found in review)", async () => {
+    const files = { "pkg/CLAUDE.md": "# Pkg\nPKG CLAUDE RULE\n" };
+    const plugin = await openProject(undefined, { delivery: "system", fileNames: ["CLAUDE.md"] }, { files, directory: (root) => join(root, "pkg") });
+    const first = `You are opencode.\nInstructions from: ${join(plugin.root, "pkg/CLAUDE.md")}\n${readFileSync(join(plugin.root, "pkg/CLAUDE.md"), "utf8")}`;
+    expect((await plugin.step("s", first)) ?? "").not.toContain("PKG CLAUDE RULE");
+    await writeFile(join(plugin.root, "AGENTS.md"), `# Root\nOpenCode lists its files like this:\nInstructions from: ${join(plugin.root, "pkg/CLAUDE.md")}\n`);
+    const host = `You are opencode.\nInstructions from: ${join(plugin.root, "AGENTS.md")}\n${readFileSync(join(plugin.root, "AGENTS.md"), "utf8")}`;
+    expect(await plugin.step("s", host)).toContain("PKG CLAUDE RULE");
+  });
+
   test("OpenCode names its files through the worktree as given (here a symlink to it): still recognised as the host's", async () => {
     const project = await tempProject("monorepo");
     const linked = `${project.root}-link`;

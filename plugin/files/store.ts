@@ -1,4 +1,4 @@
-import { lstatSync, mkdtempSync, readlinkSync, realpathSync, rmSync, statSync, unlinkSync, watch, writeFileSync, type FSWatcher } from "node:fs";
+import { lstatSync, mkdtempSync, realpathSync, rmSync, statSync, unlinkSync, watch, writeFileSync, type FSWatcher } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, relative, sep } from "node:path";
 import type { LRUCache } from "lru-cache";
@@ -121,7 +121,7 @@ interface Record_ extends DirectoryRecord {
 
 interface Start {
   readonly dir: string | undefined;
-  /** The first symlink below the worktree its path goes through: read again at each check (a retarget makes no event where the start is). */
+  /** The last symlink below the worktree on its path: resolved again at each check (a retarget makes no event where the start is). */
   readonly link?: string;
   /** The first directory below `dir` that did not exist: its creation changes where the walk starts. */
   readonly missing?: string;
@@ -177,8 +177,8 @@ export class FileStore {
   /** Missing directories remembered by start resolutions (refcounted), by parent. */
   private readonly missing = new Map<string, number>();
   private readonly missingByParent = new Map<string, Set<string>>();
-  /** The symlinks cached starts go through (see recheckLinks): each one's target as read, and how many starts go through it. */
-  private readonly links = new Map<string, { readonly target: string | undefined; starts: number }>();
+  /** The symlinks cached starts go through (see recheckLinks): where each one resolved to (undefined: nowhere), and how many starts go through it. */
+  private readonly links = new Map<string, { readonly real: string | undefined; starts: number }>();
 
   private readonly watched = new Map<string, Watched>();
   /** Held directories without a working watch (not started yet, past maxWatchedDirs, or closed): a settle stats them. */
@@ -1049,17 +1049,18 @@ export class FileStore {
   // ---- start resolution ----
 
   /**
-   * Reads again each symlink below the worktree that cached starts go through, once per link: a
-   * retarget makes no event where the starts' chains are (nor anywhere the store watches), and every
-   * session touching a path through it would keep the old target's chain. A link that changed drops
-   * the starts below it (a structure change).
+   * Resolves again each symlink below the worktree that cached starts go through, once per link: a
+   * retarget (of it, or of a link on its own way) makes no event where the starts' chains are, nor
+   * anywhere the store watches, and every session touching a path through it would keep the old
+   * target's chain. A link that resolves elsewhere now (or at all, or no more) drops the starts below
+   * it (a structure change).
    */
   private recheckLinks(): void {
     for (const [link, entry] of this.links) {
-      const target = readLinkOr(link);
-      if (target === entry.target) continue;
-      // Told once: the starts below it are dropped, and any left keep the new target.
-      this.links.set(link, { target, starts: entry.starts });
+      const real = realPathOrUndefined(link);
+      if (real === entry.real) continue;
+      // Told once: the starts below it are dropped, and any left keep the new resolution.
+      this.links.set(link, { real, starts: entry.starts });
       this.structureChanged(link);
     }
   }
@@ -1067,7 +1068,7 @@ export class FileStore {
   private linkUsed(link: string): void {
     const entry = this.links.get(link);
     if (entry !== undefined) entry.starts++;
-    else this.links.set(link, { target: readLinkOr(link), starts: 1 });
+    else this.links.set(link, { real: realPathOrUndefined(link), starts: 1 });
   }
 
   private linkLetGo(link: string): void {
@@ -1075,28 +1076,34 @@ export class FileStore {
     if (entry !== undefined && --entry.starts <= 0) this.links.delete(link);
   }
 
-  /** The first symlink on `path`'s way down from the worktree (`path` lexically inside it), if any. */
-  private firstLink(path: string): string | undefined {
+  /**
+   * The last symlink on `path`'s way down from the worktree (`path` lexically inside it), if any:
+   * where it resolves covers every link before it, and every link its own target goes through.
+   */
+  private lastLink(path: string): string | undefined {
     const base = isInside(path, this.worktree) ? this.worktree : this.realRoot;
     let at = base;
+    let last: string | undefined;
     for (const name of relative(base, path).split(sep)) {
       if (name === "") continue;
       at = join(at, name);
-      if (isSymlink(at)) return at;
+      if (isSymlink(at)) last = at;
     }
-    return undefined;
+    return last;
   }
 
   private computeStart(path: string, isFile: boolean): Start {
     let probe = path;
     let missing: string | undefined;
+    // A dangling symlink on the way: its target made later makes no event where the start is.
+    let dangling: string | undefined;
     for (;;) {
       const found = realAndStat(probe);
       if (found !== undefined) {
         const [real, isDirectory] = found;
         const dir = isDirectory ? real : dirname(real);
-        // Through a symlink below the worktree (not one the worktree's own path may go through): the link is read again at each check.
-        const link = (isInside(probe, this.worktree) || isInside(probe, this.realRoot)) && real !== this.withRealRoot(probe) ? this.firstLink(probe) : undefined;
+        // Through a symlink below the worktree (not one the worktree's own path may go through): the link is resolved again at each check.
+        const link = dangling ?? ((isInside(probe, this.worktree) || isInside(probe, this.realRoot)) && real !== this.withRealRoot(probe) ? this.lastLink(probe) : undefined);
         const start: Start = !isInside(dir, this.realRoot) ? OUTSIDE : missing !== undefined && isDirectory ? { dir, missing: join(real, basename(missing)) } : { dir };
         return link === undefined ? start : { ...start, link };
       }
@@ -1104,6 +1111,7 @@ export class FileStore {
       if (parent === probe || !(isInside(parent, this.worktree) || isInside(parent, this.realRoot))) return OUTSIDE;
       // A missing file is not a directory to wait for; a missing directory (or either) is.
       if (!(isFile && probe === path)) missing = probe;
+      if (dangling === undefined && isSymlink(probe)) dangling = probe;
       probe = parent;
     }
   }
@@ -1242,10 +1250,9 @@ function isSymlink(path: string): boolean {
   }
 }
 
-/** What the symlink `path` points to, or undefined when it is none (gone, or something else now). */
-function readLinkOr(path: string): string | undefined {
+function realPathOrUndefined(path: string): string | undefined {
   try {
-    return readlinkSync(path);
+    return realpathSync.native(path);
   } catch {
     return undefined;
   }

@@ -4,7 +4,7 @@
  * `<recordsDir>/<sessionID>.steer.jsonl`. This file is the interface between the plugin, `explain
  * --session` and the TUI module: plain Node APIs only, no file text ever (paths, hashes, counts).
  */
-import { closeSync, constants, fstatSync, ftruncateSync, mkdirSync, openSync, readFileSync, readSync } from "node:fs";
+import { closeSync, constants, fstatSync, mkdirSync, openSync, readFileSync, readSync } from "node:fs";
 import { writeWhole } from "../files/write.ts";
 import { homedir } from "node:os";
 import { join } from "node:path";
@@ -178,22 +178,17 @@ export function readFrom(path: string, fromOf: (size: number, file: string) => n
 /**
  * Appends one steering request (the TUI's side); one short line, so the append is atomic. Opened as
  * readFrom opens: never through a symlink (a request written elsewhere), never blocking on a FIFO (a
- * TUI that hangs), and only into a regular file.
+ * TUI that hangs), and only into a regular file. Each request starts on a line of its own: one cut
+ * short before it (a full disk) is ended there rather than taken back, which could take another
+ * TUI's request appended meanwhile with it, and the reader skips the fragment.
  */
 export function appendSteer(dir: string, session: string, action: SteerRequest["action"], path: string): void {
   const request: SteerRequest = { v: RECORDS_VERSION, time: new Date().toISOString(), action, path };
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const fd = openSync(steerPath(dir, session), constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
   try {
-    const info = fstatSync(fd);
-    if (!info.isFile()) throw new Error("not a regular file");
-    try {
-      writeWhole(fd, Buffer.from(`${JSON.stringify(request)}\n`, "utf8"));
-    } catch (error) {
-      // A request cut short (a full disk) is taken back: the next one, once there is room, would be appended to its fragment and lost with it.
-      ftruncateSync(fd, info.size);
-      throw error;
-    }
+    if (!fstatSync(fd).isFile()) throw new Error("not a regular file");
+    writeWhole(fd, Buffer.from(`\n${JSON.stringify(request)}\n`, "utf8"));
   } finally {
     closeSync(fd);
   }

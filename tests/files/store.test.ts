@@ -129,6 +129,62 @@ describe("start resolution", () => {
     });
   }
 
+  /** A store holding `start`'s walk, settled twice (watches started, nothing owed). */
+  async function settledOn(root: string, watch: boolean, touched: string, start: string) {
+    const store = scratch.store(root, { watch });
+    expect(store.resolveStart(touched, true)).toBe(start);
+    const walk = new Set(store.walkOf(start));
+    store.retain("s", walk);
+    await store.chainOf(start);
+    await store.settle(walk);
+    await Bun.sleep(60);
+    await store.settle(walk);
+    return { store, settle: async () => {
+      await store.settle(walk);
+      await Bun.sleep(60);
+      await store.settle(walk);
+    } };
+  }
+
+  for (const watch of [false, true]) {
+    test(`the second symlink on a path retargeted: the start moves (watch ${watch}; found in review)`, async () => {
+      const root = scratch.dir();
+      scratch.write(root, { "AGENTS.md": "r\n", "b/keep": "", "c/AGENTS.md": "c\n", "c/x.ts": "", "d/AGENTS.md": "d\n", "d/x.ts": "" });
+      symlinkSync("../c", join(root, "b/inner"));
+      symlinkSync("b/inner", join(root, "a")); // a -> b/inner -> ../c
+      const touched = join(root, "a/x.ts");
+      const { store, settle } = await settledOn(root, watch, touched, join(root, "c"));
+      unlinkSync(join(root, "b/inner"));
+      symlinkSync("../d", join(root, "b/inner"));
+      await settle();
+      expect(store.resolveStart(touched, true)).toBe(join(root, "d"));
+    });
+
+    test(`a link's own directory swapped for a link to another holding the same link text: the start moves (watch ${watch}; found in review)`, async () => {
+      const root = scratch.dir();
+      scratch.write(root, { "AGENTS.md": "r\n", "p/keep": "", "c/AGENTS.md": "c\n", "c/x.ts": "", "q/c/AGENTS.md": "qc\n", "q/c/x.ts": "", "q/r/keep": "" });
+      symlinkSync("../c", join(root, "p/l"));
+      symlinkSync("../c", join(root, "q/r/l"));
+      const touched = join(root, "p/l/x.ts");
+      const { store, settle } = await settledOn(root, watch, touched, join(root, "c"));
+      renameSync(join(root, "p"), join(root, "p.old"));
+      symlinkSync("q/r", join(root, "p"));
+      await settle();
+      expect(store.resolveStart(touched, true)).toBe(join(root, "q/c"));
+    });
+
+    test(`a dangling symlink's target made: a path under it starts there (watch ${watch}; found in review)`, async () => {
+      const root = scratch.dir();
+      scratch.write(root, { "AGENTS.md": "r\n" });
+      symlinkSync("nowhere", join(root, "dangling"));
+      const touched = join(root, "dangling/x.ts");
+      const { store, settle } = await settledOn(root, watch, touched, root);
+      scratch.write(root, { "nowhere/AGENTS.md": "n\n" });
+      await settle();
+      expect(store.resolveStart(touched, true)).toBe(join(root, "nowhere"));
+    });
+  }
+
   test("2,000 touched files behind one symlink: a settle reads the link, it resolves no path again (found in review: 20.9 ms a step against 2.2)", async () => {
     // OpenCode started in app/, a symlink to apps/web inside the worktree: every path the agent touches goes through it.
     const root = scratch.dir();
