@@ -1238,9 +1238,9 @@ function identity(signature: string): string {
 }
 
 /**
- * Whether anything is at `path` (without following a final link). Only ENOENT is quiet in
+ * Whether `path` is a symlink itself (its final component not followed). Only ENOENT is quiet in
  * `throwIfNoEntry`; a name too long, a permission or a file where a directory was expected must not
- * escape a settle either: such a path is as good as absent.
+ * escape a settle either: such a path is no link.
  */
 function isSymlink(path: string): boolean {
   try {
@@ -1250,6 +1250,7 @@ function isSymlink(path: string): boolean {
   }
 }
 
+/** Where `path` resolves, every link on its way followed; undefined when it does not (gone, dangling, a loop). */
 function realPathOrUndefined(path: string): string | undefined {
   try {
     return realpathSync.native(path);

@@ -97,4 +97,3 @@ export function replaceFile(path: string, realRoot: string, maxFileBytes: number
   }
   return undefined;
 }
-

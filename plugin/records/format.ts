@@ -5,9 +5,9 @@
  * --session` and the TUI module: plain Node APIs only, no file text ever (paths, hashes, counts).
  */
 import { closeSync, constants, fstatSync, mkdirSync, openSync, readFileSync, readSync } from "node:fs";
-import { writeWhole } from "../files/write.ts";
 import { homedir } from "node:os";
 import { join } from "node:path";
+import { writeWhole } from "../files/write.ts";
 
 export const RECORDS_VERSION = 1;
 /** Past this size a session's records file is rotated to `<id>.1.jsonl` (one previous file kept). */
