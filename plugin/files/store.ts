@@ -1250,12 +1250,20 @@ function isSymlink(path: string): boolean {
   }
 }
 
-/** Where `path` resolves, every link on its way followed; undefined when it does not (gone, dangling, a loop). */
+/**
+ * Where `path` resolves, every link on its way followed. When it does not (dangling, gone, a loop),
+ * where its directory resolves, marked as such: a link before it retargeted still changes the answer.
+ * Undefined when neither resolves.
+ */
 function realPathOrUndefined(path: string): string | undefined {
   try {
     return realpathSync.native(path);
   } catch {
-    return undefined;
+    try {
+      return `?${realpathSync.native(dirname(path))}`;
+    } catch {
+      return undefined;
+    }
   }
 }
 

@@ -173,6 +173,20 @@ describe("start resolution", () => {
       expect(store.resolveStart(touched, true)).toBe(join(root, "q/c"));
     });
 
+    test(`a dangling symlink reached through a directory link: the directory link retargeted moves the start (watch ${watch}; found in review)`, async () => {
+      const root = scratch.dir();
+      scratch.write(root, { "AGENTS.md": "r\n", "c/AGENTS.md": "c\n", "d/AGENTS.md": "d\n" });
+      symlinkSync("nowhere", join(root, "c/dl"));
+      symlinkSync("nowhere", join(root, "d/dl"));
+      symlinkSync("c", join(root, "a")); // a/dl -> c/nowhere, dangling
+      const touched = join(root, "a/dl/x.ts");
+      const { store, settle } = await settledOn(root, watch, touched, join(root, "c"));
+      unlinkSync(join(root, "a"));
+      symlinkSync("d", join(root, "a")); // a/dl -> d/nowhere, still dangling
+      await settle();
+      expect(store.resolveStart(touched, true)).toBe(join(root, "d"));
+    });
+
     test(`a dangling symlink's target made: a path under it starts there (watch ${watch}; found in review)`, async () => {
       const root = scratch.dir();
       scratch.write(root, { "AGENTS.md": "r\n" });
