@@ -10,6 +10,7 @@ import type { FileVersion } from "./files/contained.ts";
 import { readContained } from "./files/contained.ts";
 import { FileStore } from "./files/store.ts";
 import { replaceFile, spliceSection } from "./files/update.ts";
+import { walkUp } from "./files/walk.ts";
 import { describe, describeJson, sameFile, snapshotFiles, type FileSnapshot } from "./records/describe.ts";
 import { defaultRecordsDir, isSessionId, parseSteer, readFrom, RECORDS_VERSION, steerPath, type FileRecord } from "./records/format.ts";
 import { RecordsWriter } from "./records/writer.ts";
@@ -1031,11 +1032,7 @@ export class Engine {
    */
   private hostLoadedName(sessionStart: string, prompt: string): string | undefined {
     if (this.hostName?.start === sessionStart && this.hostName.prompt === prompt) return this.hostName.name;
-    const chain: string[] = [];
-    for (let dir = sessionStart; isInside(dir, this.store.realRoot); dir = dirname(dir)) {
-      chain.push(dir);
-      if (dir === this.store.realRoot) break;
-    }
+    const chain = walkUp(sessionStart, this.store.realRoot, Infinity);
     const name = HOST_LOADED_NAMES.find((candidate) => chain.some((dir) => existsSync(join(dir, candidate))));
     this.hostName = { start: sessionStart, prompt, name };
     return name;

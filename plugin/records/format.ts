@@ -135,6 +135,12 @@ export function parseSteer(text: string): SteerRequest[] {
   });
 }
 
+/**
+ * How the records and steering files are opened to append: made when absent, never through a symlink
+ * (a line written elsewhere), never blocking on a FIFO; the caller then checks it is a regular file.
+ */
+export const APPEND_FLAGS = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+
 /** Bytes of a file's start that, with its inode, tell it from another made under the same name. */
 const IDENTITY_BYTES = 64;
 
@@ -185,7 +191,7 @@ export function readFrom(path: string, fromOf: (size: number, file: string) => n
 export function appendSteer(dir: string, session: string, action: SteerRequest["action"], path: string): void {
   const request: SteerRequest = { v: RECORDS_VERSION, time: new Date().toISOString(), action, path };
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const fd = openSync(steerPath(dir, session), constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
+  const fd = openSync(steerPath(dir, session), APPEND_FLAGS, 0o600);
   try {
     if (!fstatSync(fd).isFile()) throw new Error("not a regular file");
     writeWhole(fd, Buffer.from(`\n${JSON.stringify(request)}\n`, "utf8"));

@@ -1,9 +1,8 @@
-import { constants } from "node:fs";
 import type { FileHandle } from "node:fs/promises";
 import { fsPromises } from "../libraries.ts";
 import type { Logger } from "../log.ts";
 import { isHighSurrogate, isLowSurrogate } from "../strings.ts";
-import { MAX_RECORDS_BYTES, recordsPath, steerPath } from "./format.ts";
+import { APPEND_FLAGS, MAX_RECORDS_BYTES, recordsPath, steerPath } from "./format.ts";
 
 
 /**
@@ -175,7 +174,7 @@ export class RecordsWriter {
  */
 async function openRecordsFile(path: string): Promise<{ handle: FileHandle; size: number }> {
   const { open } = await fsPromises();
-  const handle = await open(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
+  const handle = await open(path, APPEND_FLAGS, 0o600);
   try {
     const info = await handle.stat();
     if (!info.isFile()) throw new Error(`${path} is not a regular file`);
