@@ -4,7 +4,7 @@ import { basename, dirname, isAbsolute, join, relative, resolve } from "node:pat
 import { clearDocs, compose, countsRevision, knownTokens, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
 import { frameCost } from "./block/plan.ts";
 import { escapeInline } from "./block/escape.ts";
-import { unloadNotice, watchNotice, type WatchChange } from "./block/render.ts";
+import { BLOCK_OPEN, unloadNotice, watchNotice, type WatchChange } from "./block/render.ts";
 import { disposeTokens, textBound } from "./block/tokens.ts";
 import type { FileVersion } from "./files/contained.ts";
 import { readContained } from "./files/contained.ts";
@@ -401,7 +401,10 @@ export class Engine {
   async afterTool(sessionID: string, tool: unknown, callID: unknown, args: unknown, result: ToolResult): Promise<void> {
     if (this.disposed || typeof result?.output !== "string") return;
     const session = this.sessions.get(sessionID);
-    const carrier = typeof callID === "string" && callID !== "" ? callID : `call-${Date.now()}`;
+    // A pruned output is known by its call's id alone: a call without one, or with the id of a call
+    // that still carries files (providers that number calls per response), carries none; they ride on
+    // the next tool output or user message.
+    const carrier = typeof callID === "string" && callID !== "" && callID !== SYSTEM_CARRIER && !session.carries(callID) ? callID : undefined;
     // The tool's own writes are saved by now: what is read after this moment has them.
     const since = performance.now();
     const loaded = tool === "read" ? strings((result.metadata as { loaded?: unknown } | undefined)?.loaded) : [];
@@ -411,7 +414,7 @@ export class Engine {
       await this.restore(session);
       const hierarchy = await this.fresh(session, false, since);
       if (loaded.length > 0) this.judgeReminder(session, hierarchy, carrier, loaded, result);
-      if (this.delivery !== "stable") return;
+      if (this.delivery !== "stable" || carrier === undefined) return;
       const reached = new Set(toolPaths(tool, args, this.settings.directory, this.settings.worktree).map((touch) => touch.path));
       const text = await this.deliver(session, hierarchy, carrier, reached);
       if (text !== "") result.output = `${result.output as string}\n\n${text}`;
@@ -457,7 +460,7 @@ export class Engine {
   /** OpenCode's messages as about to be sent: a pruned tool output that carried a file sends it back to the system block. */
   observe(messages: unknown): void {
     if (this.disposed) return;
-    const scanned = scanMessages(messages, (sessionID, callID) => this.sessions.peek(sessionID)?.carries(callID) === true);
+    const scanned = scanMessages(messages, (sessionID, callID) => this.sessions.peek(sessionID)?.carries(callID) === true, showsCopy);
     for (const [sessionID, { summary, carriers, pruned }] of scanned) {
       const session = this.sessions.peek(sessionID);
       if (session === undefined) continue;
@@ -1074,7 +1077,7 @@ export class Engine {
    * this version is removed; any other entry the read carries whole is what the conversation holds
    * of that file from now on.
    */
-  private judgeReminder(session: Session, hierarchy: Ruled, carrier: string, loaded: readonly string[], result: ToolResult): void {
+  private judgeReminder(session: Session, hierarchy: Ruled, carrier: string | undefined, loaded: readonly string[], result: ToolResult): void {
     const output = result.output as string;
     const drop = new Map<string, string>();
     const unruled = this.hierarchies.get(session)?.hierarchy;
@@ -1095,7 +1098,7 @@ export class Engine {
       // replaces such a copy by the plugin's own, appended to this same output.
       const notAsRuled = this.delivery === "stable" && (file.source !== undefined || Object.keys(file.frontmatter).length > 0);
       if (wholeAlready || notAsRuled) drop.set(named, file.raw);
-      else session.hold(file.path, { sha256: file.sha256, held: "whole", carrier, dir: file.dir });
+      else if (carrier !== undefined) session.hold(file.path, { sha256: file.sha256, held: "whole", carrier, dir: file.dir });
     }
     if (drop.size > 0) result.output = stripReminder(output, loaded, drop);
   }
@@ -1115,8 +1118,8 @@ export class Engine {
       if (start !== undefined) for (const dir of this.store.walkOf(start)) reachedDirs.add(dir);
     }
     // Nothing changed since a diff found nothing to deliver: only a file known by name in a reached directory can be due.
-    // What the rules were applied to and with (not the touch order, which only moves priorities).
-    const quietKey = `${this.store.generation}:${this.ruled.get(session)?.key}:${session.version}:${session.hostRevision}`;
+    // What the rules were applied to and with (not the touch order, which only moves priorities), and what is taken out.
+    const quietKey = `${this.store.generation}:${this.ruled.get(session)?.key}:${session.version}:${session.hostRevision}:${session.unloadRevision}`;
     // Any file of a reached directory may be the one known by name: its own, its local variant, a rule file.
     if (quietKey === session.quietKey && session.notices.length === 0 && ![...reachedDirs].some((dir) => session.namesIn(dir))) return "";
     if (session.stepTokensLeft < MIN_DELIVERY_TOKENS) return "";
@@ -1360,6 +1363,11 @@ function stateText(file: FileRecord): string {
     case "unloaded":
       return `unloaded: ${file.reason}`;
   }
+}
+
+/** A tool output that still shows a copy of context files: the plugin's block, or OpenCode's own reminder. */
+function showsCopy(output: string): boolean {
+  return output.includes(BLOCK_OPEN) || output.includes(HOST_MARKER);
 }
 
 function depth(dir: string): number {

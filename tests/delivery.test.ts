@@ -309,6 +309,26 @@ describe("no rebuild repeats what a live tool output carries (found in review)",
   const pruned = (callID: string) => ({
     messages: [{ info: { id: "m", sessionID: "s", role: "assistant" }, parts: [{ type: "tool", callID, tool: "read", state: { status: "completed", output: "", time: { start: 1, end: 2, compacted: 3 } } }] }],
   });
+  /** A tool part as OpenCode sends it; `compacted`: pruned. */
+  const part = (output: string, compacted?: number, callID = "call_0") => ({ type: "tool", callID, tool: "read", state: { status: "completed", output, time: { start: 1, end: 2, ...(compacted === undefined ? {} : { compacted }) } } });
+  /** Two `call_0` outputs in the conversation, the first pruned by OpenCode. */
+  async function prunedThenKept(plugin: Started, first: string, second: string) {
+    const messages = [
+      { info: { id: "m1", sessionID: "s", role: "assistant" }, parts: [part(first, 3)] },
+      { info: { id: "m2", sessionID: "s", role: "assistant" }, parts: [part(second)] },
+    ];
+    await plugin.hooks["experimental.chat.messages.transform"]!({} as never, { messages } as never);
+  }
+  /** A compaction as OpenCode shows it: its messages from the compaction on (the summary, then `kept`), then its event. */
+  async function compacted(plugin: Started, kept: ReturnType<typeof part>) {
+    const messages = [
+      { info: { id: "msg_c", sessionID: "s", role: "user" }, parts: [{ type: "compaction" }] },
+      { info: { id: "msg_s", sessionID: "s", role: "assistant", summary: true }, parts: [{ type: "text", text: "summary" }] },
+      { info: { id: "msg_k", sessionID: "s", role: "assistant" }, parts: [kept] },
+    ];
+    await plugin.hooks["experimental.chat.messages.transform"]!({} as never, { messages } as never);
+    await plugin.hooks.event!({ event: { type: "session.compacted", properties: { sessionID: "s" } } } as never);
+  }
   async function toolWithId(plugin: Started, callID: string, args: Record<string, unknown>) {
     await plugin.touch("s", "read", args);
     const output = { title: "read", output: "x", metadata: {} };
@@ -357,18 +377,72 @@ describe("no rebuild repeats what a live tool output carries (found in review)",
     expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md"]);
   });
 
+  test("a tool call without an id, or with the id of a call that still carries files, carries none: they ride on the next user message (found in a hunt)", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    // No id: a pruned output could not be told apart, so nothing rides on it.
+    expect(await toolWithId(plugin, "", { filePath: "apps/web/src/App.tsx" })).toBe("x");
+    expect(sectionPaths((await userMessage(plugin, "s")).map((part) => part.text).join(""))).toEqual(["apps/web/AGENTS.md"]);
+    // Providers that number calls per response send call_0 again at the next step.
+    expect(sectionPaths(await toolWithId(plugin, "call_0", { filePath: "services/api/src/server.ts" }))).toEqual(["services/api/AGENTS.md"]);
+    await plugin.step("s");
+    expect(await toolWithId(plugin, "call_0", { filePath: "tools/scripts/release.sh" })).toBe("x");
+    expect(sectionPaths((await userMessage(plugin, "s")).map((part) => part.text).join(""))).toEqual(["tools/scripts/CLAUDE.md"]);
+    // And "system", the plugin's own name for its block, is no carrier either.
+    expect(await toolWithId(plugin, "system", { filePath: "services/api/plugins/payments/src/charge.ts" })).toBe("x");
+  });
+
+  test("after an unload, the next tool call that touches the file's directory brings it back, even through a path touched before (found in a hunt)", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    expect(sectionPaths(await toolWithId(plugin, "c1", { filePath: "apps/web/index.html" }))).toEqual(["apps/web/AGENTS.md"]);
+    expect(await callContextTool(plugin, "s", { action: "unload", path: "apps/web/AGENTS.md" })).toContain("It comes back when a tool call touches apps/web");
+    await plugin.step("s");
+    expect(sectionPaths(await toolWithId(plugin, "c2", { filePath: "apps/web/index.html" }))).toEqual(["apps/web/AGENTS.md"]);
+  });
+
+  test("a reused call id: a prune sends back what its own output carried, and only that (found in a hunt)", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    const first = await toolWithId(plugin, "call_0", { filePath: "apps/web/src/App.tsx" });
+    await plugin.step("s");
+    const second = await toolWithId(plugin, "call_0", { filePath: "services/api/src/server.ts" });
+    const message = (await userMessage(plugin, "s")).map((part) => part.text).join("");
+    await prunedThenKept(plugin, first, second);
+    const system = (await plugin.step("s")) ?? "";
+    expect(sectionPaths(system)).toEqual(["AGENTS.md", "apps/web/AGENTS.md"]);
+    expect(count(system + second + message, '<context-file path="services/api/AGENTS.md"')).toBe(1);
+  });
+
+  test("a reused call id: a pruned part that carried nothing sends back nothing a live part of that id carries (found in a hunt)", async () => {
+    const plugin = await open();
+    const start = await plugin.step("s");
+    const first = await toolWithId(plugin, "call_0", { filePath: "README.md" });
+    expect(first).toBe("x");
+    const second = await toolWithId(plugin, "call_0", { filePath: "apps/web/src/App.tsx" });
+    expect(sectionPaths(second)).toEqual(["apps/web/AGENTS.md"]);
+    await prunedThenKept(plugin, first, second);
+    expect(await plugin.step("s")).toBe(start);
+  });
+
+  test("after a compaction, a kept part that reuses the id of a summarized carrier does not keep that carrier's files (found in a hunt)", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    const carrier = await toolWithId(plugin, "call_0", { filePath: "apps/web/src/App.tsx" });
+    await plugin.step("s");
+    const reuse = await toolWithId(plugin, "call_0", { filePath: "README.md" });
+    expect(carrier).toContain("apps/web/AGENTS.md");
+    // The carrier's turn was summarized; the later part of its id was kept.
+    await compacted(plugin, part(reuse));
+    expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md", "apps/web/AGENTS.md"]);
+  });
+
   test("after a compaction, turns OpenCode kept verbatim still count: their files are not repeated", async () => {
     const plugin = await open();
     await plugin.step("s");
     const kept = await toolWithId(plugin, "kept", { filePath: "apps/web/src/App.tsx" });
     expect(kept).toContain("apps/web/AGENTS.md");
-    const messages = [
-      { info: { id: "msg_c", sessionID: "s", role: "user" }, parts: [{ type: "compaction" }] },
-      { info: { id: "msg_s", sessionID: "s", role: "assistant", summary: true }, parts: [{ type: "text", text: "summary" }] },
-      { info: { id: "msg_k", sessionID: "s", role: "assistant" }, parts: [{ type: "tool", callID: "kept", tool: "read", state: { status: "completed", output: kept, time: { start: 1, end: 2 } } }] },
-    ];
-    await plugin.hooks["experimental.chat.messages.transform"]!({} as never, { messages } as never);
-    await plugin.hooks.event!({ event: { type: "session.compacted", properties: { sessionID: "s" } } } as never);
+    await compacted(plugin, part(kept, undefined, "kept"));
     expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md"]);
   });
 });

@@ -85,34 +85,55 @@ export interface Scanned {
  * step): per session, its latest compaction summary, and which of `isCarrier`'s tool calls were
  * pruned. OpenCode keeps the turns after a compaction point verbatim, so what they carry is still in
  * the conversation: `carriers` says what is.
+ *
+ * Some providers number tool calls per response (`call_0` at every step), so one id can name several
+ * parts, of which only one carries files (the plugin never delivers on an id that already carries),
+ * and the carrier may be summarized away while a later part of its id is kept. So a tool call counts
+ * by its outputs: pruned only when no part of its id left shows a copy (`showsCopy`: the plugin's
+ * block, OpenCode's reminder), present only while one does.
  */
-export function scanMessages(messages: unknown, isCarrier: (sessionID: string, callID: string) => boolean): Map<string, Scanned> {
+export function scanMessages(messages: unknown, isCarrier: (sessionID: string, callID: string) => boolean, showsCopy: (output: string) => boolean): Map<string, Scanned> {
   const list = asArray(messages) as MessageShape[];
   const found = new Map<string, Scanned>();
   for (const message of list) {
     const { sessionID, id, summary } = message?.info ?? {};
     if (typeof sessionID !== "string") continue;
     let scanned = found.get(sessionID);
-    if (scanned === undefined) found.set(sessionID, (scanned = { carriers: () => carriersOf(list, sessionID), pruned: [] }));
+    if (scanned === undefined) found.set(sessionID, (scanned = { carriers: () => carriersOf(list, sessionID, showsCopy), pruned: [] }));
     if (summary === true && typeof id === "string") scanned.summary = id;
     for (const part of asArray(message.parts) as PartShape[]) {
       if (part?.type !== "tool" || part.state?.time?.compacted === undefined || typeof part.callID !== "string") continue;
       if (isCarrier(sessionID, part.callID)) scanned.pruned.push(part.callID);
     }
   }
+  for (const [sessionID, scanned] of found) {
+    if (scanned.pruned.length === 0) continue;
+    const shown = idsShowingCopies(list, sessionID, new Set(scanned.pruned), showsCopy);
+    scanned.pruned = scanned.pruned.filter((callID) => !shown.has(callID));
+  }
   return found;
 }
 
-function carriersOf(list: readonly MessageShape[], sessionID: string): Set<string> {
-  const carriers = new Set<string>();
+function carriersOf(list: readonly MessageShape[], sessionID: string, showsCopy: (output: string) => boolean): Set<string> {
+  const carriers = idsShowingCopies(list, sessionID, undefined, showsCopy);
   for (const message of list) {
-    if (message?.info?.sessionID !== sessionID) continue;
-    if (message.info.role === "user" && typeof message.info.id === "string") carriers.add(message.info.id);
-    for (const part of asArray(message.parts) as PartShape[]) {
-      if (part?.type === "tool" && typeof part.callID === "string" && part.state?.time?.compacted === undefined) carriers.add(part.callID);
-    }
+    if (message?.info?.sessionID === sessionID && message.info.role === "user" && typeof message.info.id === "string") carriers.add(message.info.id);
   }
   return carriers;
+}
+
+/** The ids (of `among`, or any) of the session's tool parts, not pruned, whose output shows a copy. */
+function idsShowingCopies(list: readonly MessageShape[], sessionID: string, among: ReadonlySet<string> | undefined, showsCopy: (output: string) => boolean): Set<string> {
+  const shown = new Set<string>();
+  for (const message of list) {
+    if (message?.info?.sessionID !== sessionID) continue;
+    for (const part of asArray(message.parts) as PartShape[]) {
+      if (part?.type !== "tool" || typeof part.callID !== "string" || among?.has(part.callID) === false || part.state?.time?.compacted !== undefined) continue;
+      const output = part.state?.output;
+      if (typeof output === "string" && showsCopy(output)) shown.add(part.callID);
+    }
+  }
+  return shown;
 }
 
 function asArray(value: unknown): unknown[] {

@@ -149,16 +149,22 @@ export class Session {
     return true;
   }
 
+  /** Grows whenever `unloaded` changes: a diff that found nothing to deliver before may find a file back now. */
+  unloadRevision = 0;
+
   /** Takes a file out: the conversation is taken as not holding it, so it is sent again when it comes back. */
   unload(file: string, dir: string): void {
     this.unloaded.set(file, dir);
+    this.unloadRevision++;
     this.touchedSinceUnload = [];
     this.drop(file);
     this.heldRevision++;
   }
 
   reloadFile(file: string): void {
-    if (this.unloaded.delete(file)) this.heldRevision++;
+    if (!this.unloaded.delete(file)) return;
+    this.unloadRevision++;
+    this.heldRevision++;
   }
 
   /** Gives back unloaded files whose directory a touch since reached (`startOf` gives a touch's real directory). */
