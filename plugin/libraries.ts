@@ -18,8 +18,6 @@ export function lazy<T>(make: () => T): () => T {
   return () => (made ??= { value: make() }).value;
 }
 
-/** Loading and compiling picomatch was most of the index's start-up cost; the usual rules globs do without it (simpleGlobMatcher). */
-export const picomatchFunction = lazy(() => require("picomatch") as typeof import("picomatch"));
 /** node:crypto costs Bun 3-6 ms to load (node's stream modules): only the `explain` CLI on Node hashes with it. */
 export const nodeCrypto = lazy(() => require("node:crypto") as typeof import("node:crypto"));
 

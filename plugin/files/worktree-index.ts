@@ -2,7 +2,8 @@ import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, type Di
 import { homedir } from "node:os";
 import { extname, join, posix, resolve } from "node:path";
 import ignore, { type Ignore } from "ignore";
-import { fsPromises, picomatchFunction } from "../libraries.ts";
+import { fsPromises } from "../libraries.ts";
+import { optionGlobs } from "../rules/contract.ts";
 import { lowerBound, prefixRun } from "../sorted.ts";
 import { inSlices } from "../turns.ts";
 
@@ -114,10 +115,13 @@ export function contextNamesOf(fileNames: readonly string[]): { base: string[]; 
 export async function buildWorktreeIndex(options: IndexOptions): Promise<WorktreeIndex> {
   const log = options.log ?? (() => {});
   const names = contextNamesOf(options.fileNames);
-  const classify = candidateClassifier(names, compileRules(options.rules, log));
+  const rules = compileRules(options.rules, log);
+  const classify = candidateClassifier(names, rules.matches);
   const basis = options.basis ?? readIgnoreBasis(options.worktree, log, options.gitTimeoutMs);
+  // Git lists what the globs kept may match (a `!` glob only takes away): a glob refused is no pathspec either.
+  const listing = { ...options, rules: rules.kept.filter((glob) => !glob.startsWith("!")) };
   const listed =
-    (await listWithGit(options, names.local, classify, new Budget(options.maxEntries), log, basis)) ??
+    (await listWithGit(listing, names.local, classify, new Budget(options.maxEntries), log, basis)) ??
     (await listWithWalk(options.worktree, classify, new Budget(options.maxEntries), log));
   if (listed.truncated) {
     log("warn", `worktree index: listing stopped early (${listed.why}); context files past that point are not found`);
@@ -136,14 +140,14 @@ type Kind = "local" | "other";
 /** Which kind of context file a worktree-relative path is, if any. */
 type Classifier = (rel: string) => Kind | undefined;
 
-function candidateClassifier(names: ReturnType<typeof contextNamesOf>, rules: readonly ((rel: string) => boolean)[]): Classifier {
+function candidateClassifier(names: ReturnType<typeof contextNamesOf>, isRule: (rel: string) => boolean): Classifier {
   const local = new Set(names.local);
   const other = new Set([...names.base, ...names.override]);
   return (rel) => {
     const name = rel.slice(rel.lastIndexOf("/") + 1);
     if (local.has(name)) return "local";
     if (other.has(name)) return "other";
-    return isMarkdown(name) && rules.some((matches) => matches(rel)) ? "other" : undefined;
+    return isMarkdown(name) && isRule(rel) ? "other" : undefined;
   };
 }
 
@@ -156,64 +160,13 @@ interface Candidate {
 }
 
 /**
- * One matcher per glob, so one bad glob costs only itself. `dot`: rule files under dot directories
- * (`.opencode/rules/.team/x.md`) are found by `**`; `strictBrackets`: an unbalanced bracket is an
- * error rather than a literal, so a typo is reported instead of matching nothing in silence.
+ * The `rules` option's globs, matched as frontmatter globs are (rules/contract.ts: bounded time, where
+ * a regular expression's backtracking took seconds for `*-*-*-*-*-*-*-x.md` against a long name of
+ * dashes); each that does not parse or leaves the worktree is logged and costs only itself.
  */
-function compileRules(globs: readonly string[], log: Log): ((rel: string) => boolean)[] {
-  const matchers: ((rel: string) => boolean)[] = [];
-  for (const glob of globs) {
-    if (glob.startsWith("/") || glob.split("/").includes("..")) {
-      log("warn", `rules glob "${glob}" ignored: globs are relative to the worktree and cannot leave it`);
-      continue;
-    }
-    try {
-      matchers.push(simpleGlobMatcher(glob) ?? picomatchFunction()(glob, PICOMATCH_OPTIONS));
-    } catch (error) {
-      log("warn", `rules glob "${glob}" ignored: ${messageOf(error)}`);
-    }
-  }
-  return matchers;
+function compileRules(globs: readonly string[], log: Log): { readonly matches: (rel: string) => boolean; readonly kept: readonly string[] } {
+  return optionGlobs(globs, (reason) => log("warn", `rules option: ${reason}; that glob is ignored`));
 }
-
-const PICOMATCH_OPTIONS = { dot: true, strictBrackets: true };
-
-const LINE_TERMINATOR = /[\n\r\u2028\u2029]/;
-
-/**
- * The matcher of a glob made of segments of letters, digits, `_`, `-`, `.` and `*`, and whole `**`
- * segments (the usual rules globs), that answers as picomatch does (with PICOMATCH_OPTIONS, for a
- * normalized worktree-relative path) without loading it; tested against it on generated globs and
- * paths. picomatch's quirks kept: a trailing `/**` after a segment that ends in `*` does not match
- * that segment alone (`a*` then `/**` does not match `ab`). Left to picomatch: a glob ending in a lone
- * `*` (its `*.*` does not match `a.`), and a path holding a line terminator (which its `**` does not
- * cross, nor, in some of its patterns only, a segment's first `*` start with). Undefined for any
- * other glob.
- */
-function simpleGlobMatcher(glob: string): ((rel: string) => boolean) | undefined {
-  const given = glob.split("/");
-  const simple = given.every((segment) => segment === "**" || (/^[\w.*-]+$/.test(segment) && !segment.includes("**") && segment !== "." && segment !== ".."));
-  if (!simple || /(^|[^*])\*$/.test(glob)) return undefined;
-  const segments = given.filter((segment, i) => segment !== "**" || given[i + 1] !== "**");
-  let source = "";
-  segments.forEach((segment, i) => {
-    const previous = segments[i - 1];
-    if (segment !== "**") {
-      const separator = previous === undefined || (i === 1 && previous === "**") ? "" : "/";
-      source += separator + segment.split("*").map(escapeRegExp).join("[^/]*");
-    } else if (i === segments.length - 1) {
-      source += previous === undefined ? ".*" : previous.endsWith("*") ? "/.*" : "(?:/.*)?";
-    } else {
-      // Any number of whole segments: none too, so `rules/**/*.md` matches `rules/a.md`.
-      source += previous === undefined ? "(?:[^/]+/)*" : "(?:/[^/]+)*";
-    }
-  });
-  const pattern = new RegExp(`^${source}$`);
-  let exact: ((rel: string) => boolean) | undefined;
-  return (rel) => (LINE_TERMINATOR.test(rel) ? (exact ??= picomatchFunction()(glob, PICOMATCH_OPTIONS))(rel) : pattern.test(rel));
-}
-
-const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 // ---- ignore rules ----
 

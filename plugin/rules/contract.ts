@@ -111,6 +111,31 @@ export function matchesWatch(contract: Contract, relToWorktree: string, work?: M
   return globs !== undefined && matchesGlobSet(globs, relToWorktree, work);
 }
 
+/**
+ * A matcher of worktree-relative paths for a list of globs given as an option (`rules`), in the
+ * frontmatter's syntax and with its bounded matching: a path matches one glob and no `!` one (a list of
+ * exclusions alone matches nothing). Each glob that does not parse or leaves the worktree is passed to
+ * `refused` with the reason, and left out; `kept` lists the others.
+ */
+export function optionGlobs(globs: readonly string[], refused: (reason: string) => void): { readonly matches: (rel: string) => boolean; readonly kept: readonly string[] } {
+  const kept: string[] = [];
+  const include: Pattern[] = [];
+  const exclude: Pattern[] = [];
+  for (const glob of globs) {
+    try {
+      const set = compileGlobSet([glob], "the worktree");
+      include.push(...set.include);
+      exclude.push(...set.exclude);
+      kept.push(glob);
+    } catch (error) {
+      if (!(error instanceof GlobError)) throw error;
+      refused(error.message);
+    }
+  }
+  const set: GlobSet = Object.freeze({ include, exclude });
+  return { matches: (rel) => include.length > 0 && matchesGlobSet(set, rel), kept };
+}
+
 /** Listed in `agents` (when given) and not in `exclude_agents`: exclusion wins. Names match exactly. */
 export function appliesToAgent(contract: Contract, agent: string): boolean {
   return (contract.agents === undefined || contract.agents.includes(agent)) && !contract.excludeAgents.includes(agent);

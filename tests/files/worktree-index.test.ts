@@ -466,22 +466,35 @@ console.log(JSON.stringify({ runtime: typeof Bun === "undefined" ? "node" : "bun
 // ---- rules globs ----
 
 describe("rules globs", () => {
-  test("a rules glob matches exactly what picomatch (dot, strictBrackets) matches, however it is compiled", async () => {
+  /**
+   * picomatch (dot, strictBrackets), except where the frontmatter's globs (which the option's are
+   * matched as) differ on purpose: a trailing `/**` matches the directory itself after a wildcard
+   * segment too (rules/contract.ts).
+   */
+  const reference = (glob: string) => {
+    const variants = [glob];
+    while (variants.at(-1)!.endsWith("/**")) variants.push(variants.at(-1)!.slice(0, -3));
+    const matchers = variants.map((variant) => picomatch(variant, { dot: true, strictBrackets: true }));
+    return (path: string) => matchers.some((matches) => matches(path));
+  };
+
+  test("a rules glob matches the markdown files picomatch (dot, strictBrackets) matches", async () => {
     const root = tree();
-    const segment = fc.constantFrom("a", "b", "ab", ".x", "x.md", "a.b", "a-b", "$", "a|b", "\n", "\na", "a\n", "\u2028", "*", "**", "ü", " ");
-    const leaf = fc.constantFrom("x.md", "a.md", "ab.md", "a.b.md", "\n.md", "a\nb.md", "*.md", "$.md", ".x.md", "\r.md", "a.MD");
-    // Mostly globs picomatch is not loaded for; some it is (braces, brackets, `?`, `|`, `$`, a line feed).
-    const globSegment = fc.constantFrom("a", "b", ".x", "*", "**", "*.md", "a*", "*a*", "x.md", "*b", "a.b", "a-b", "*.*", "*.MD", "{a,b}", "?.md", "[ax]", "a|b", "$", "\n*");
+    const segment = fc.constantFrom("a", "b", "ab", ".x", "x.md", "a.b", "a-b", "*", "**", "ü", " ");
+    const leaf = fc.constantFrom("x.md", "a.md", "ab.md", "a.b.md", "*.md", ".x.md", "a.MD");
+    const globSegment = fc.constantFrom("a", "b", ".x", "*", "**", "*.md", "a*", "*a*", "x.md", "*b", "a.b", "a-b", "*.*", "*.MD", "{a,b}", "?.md", "[ax]");
     await fc.assert(
       fc.asyncProperty(fc.array(globSegment, { minLength: 1, maxLength: 4 }), fc.array(fc.tuple(fc.array(segment, { maxLength: 4 }), leaf), { minLength: 1, maxLength: 12 }), async (globSegments, paths) => {
         const glob = globSegments.join("/");
-        const { index } = await build(root, { rules: [glob] });
-        const matches = picomatch(glob, { dot: true, strictBrackets: true });
-        // Paths the glob was meant to match too: `*` and `**` replaced by a few texts.
-        const fitted = [["", ""], ["x", "a/b"], ["\n", "\n"], ["a.md", ""]].map(([star = "", globstar = ""]) =>
+        const { index, logged } = await build(root, { rules: [glob] });
+        expect(logged.filter((line) => line.level === "warn")).toEqual([]);
+        const matches = reference(glob);
+        // Paths the glob was meant to match too: `*` and `**` replaced by a few texts (not where a class or brace
+        // would be taken as literal text: picomatch then matches that text too, a glob of `[ax]` matching `[ax]`).
+        const fitted = [["", ""], ["x", "a/b"], ["a.md", ""]].map(([star = "", globstar = ""]) =>
           globSegments.flatMap((part) => (part === "**" ? globstar.split("/").filter(Boolean) : [part.replaceAll("*", star)])),
         );
-        const markdownPaths = fitted.filter((parts) => parts.length > 0 && parts.every((part) => part !== "" && part !== ".") && /.\.md$/.test(parts.at(-1) ?? ""));
+        const markdownPaths = fitted.filter((parts) => parts.length > 0 && parts.every((part) => part !== "" && part !== "." && !/[[{?]/.test(part)) && /.\.md$/.test(parts.at(-1) ?? ""));
         for (const path of [...paths.map(([dirs, name]) => [...dirs, name]), ...markdownPaths].map((parts) => parts.join("/"))) {
           expect([glob, path, index.mayLoad(path)]).toEqual([glob, path, matches(path)]);
         }
@@ -489,6 +502,34 @@ describe("rules globs", () => {
       { numRuns: 300 },
     );
   }, 60_000);
+
+  test("a glob of many stars against a long file name is matched in bounded time (found in a hunt: a regular expression took 10 s)", async () => {
+    const root = tree({ [`${"-".repeat(200)}.md`]: "x", "AGENTS.md": "" });
+    gitInit(root);
+    const started = performance.now();
+    const { index } = await build(root, { rules: ["*-*-*-*-*-*-*-*-*-x.md", "**/*-*-*-*-*-*-*-*-*-*-*-x.md"] });
+    expect(index.mayLoad(`${"-".repeat(200)}.md`)).toBe(false);
+    expect(performance.now() - started).toBeLessThan(2_000);
+  });
+
+  test("a glob that leaves the worktree or does not parse is logged and costs only itself: the listing stays git's, the other globs hold (found in a hunt)", async () => {
+    const files: Record<string, string> = { "AGENTS.md": "", ".opencode/rules/team.md": "" };
+    for (let i = 0; i < 400; i++) files[`aaa/junk${i}.txt`] = "x";
+    const root = tree(files);
+    gitInit(root);
+    for (const bad of ["../shared/*.md", "/etc/rules/*.md", "+(a|b).md", "[unclosed.md"]) {
+      const { index, logged } = await build(root, { rules: [".opencode/rules/**/*.md", bad], maxEntries: 100 });
+      expect([bad, index.source, index.files]).toEqual([bad, "git", [".opencode/rules/team.md", "AGENTS.md"]]);
+      expect(logged.filter((line) => line.level === "warn").map((line) => line.message.includes("that glob is ignored"))).toEqual([true]);
+    }
+  });
+
+  test("a list of exclusions alone makes no rule file; an exclusion takes away from the others", async () => {
+    const root = tree({ "AGENTS.md": "", "docs/a.md": "", "docs/draft/b.md": "" });
+    gitInit(root);
+    expect((await build(root, { rules: ["!docs/draft/**"] })).index.files).toEqual(["AGENTS.md"]);
+    expect((await build(root, { rules: ["docs/**/*.md", "!docs/draft/**"] })).index.files).toEqual(["AGENTS.md", "docs/a.md"]);
+  });
 });
 
 // ---- the walk ----
