@@ -243,7 +243,7 @@ export class Engine {
       (catalog) => {
         if (this.disposed) return catalog?.dispose();
         this.catalog = catalog;
-        for (const path of this.missedCandidates) catalog?.changed(path);
+        for (const path of this.missedCandidates) catalog?.heard(path);
         this.missedCandidates.clear();
         // In use already: ranking's indexes follow in the background.
         catalog?.prepareRanking().catch((error: unknown) => log.once("ranking", "warn", `the agent files' ranking indexes could not be prepared (a message ranks them itself): ${String(error)}`));
@@ -258,7 +258,7 @@ export class Engine {
 
   /** A store watch saw a context file name created, changed or deleted: the catalog hears of it, now or once built. */
   private candidateChanged(path: string): void {
-    if (this.catalog !== undefined) return this.catalog.changed(path);
+    if (this.catalog !== undefined) return this.catalog.heard(path);
     if (!this.catalogBuilding) return;
     if (this.missedCandidates.size < MAX_MISSED_CANDIDATES) this.missedCandidates.add(path);
     else this.settings.log.once("missed-candidates", "warn", `more than ${MAX_MISSED_CANDIDATES} context files changed while the worktree's catalog was built: the always, agent and manual files among the others are found at the next start`);
@@ -752,7 +752,7 @@ export class Engine {
       hierarchy = await this.raw(session, ordered, since);
     }
     if (!this.catalogBuilding) {
-      this.catalog?.refresh(since);
+      await this.catalog?.refresh(since);
       if (session.unranked.length > 0) for (const text of session.unranked.splice(0)) this.attach(session, text);
     }
     const ruled = this.rule(session, hierarchy);

@@ -1,7 +1,9 @@
 import { describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
 import { mkdir, rename, rm, symlink, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { projects, readTool, sectionPaths, type Started } from "./helpers/harness.ts";
+import { projects, readTool, sectionPaths, waitFor, type Started } from "./helpers/harness.ts";
+import { largestStall } from "./helpers/stall.ts";
 
 const openProject = projects();
 
@@ -188,4 +190,30 @@ describe("structure that no watch of a chain sees (found in review)", () => {
     await writeFile(join(plugin.root, "pkg/GUIDE.md"), "# GUIDE V2\n");
     expect(await readTool(plugin, "s", "pkg/f.ts")).toContain("GUIDE V2");
   });
+});
+
+describe("bulk changes (found in a hunt)", () => {
+  test("1,500 context files saved at once (a checkout) are read at the next step without blocking the event loop: each is read once, in slices", async () => {
+    const N = 1500;
+    const text = (rel: string) => `# ${rel}\n${"- a rule line\n".repeat(40)}`;
+    const files: Record<string, string> = { "AGENTS.md": "# root\n", "docs/AGENTS.md": "---\ninclude: always\n---\n# ALWAYS\n" };
+    const dirs = Array.from({ length: N }, (_, i) => `g${i % 30}/p${i}`);
+    for (const dir of dirs) Object.assign(files, { [`${dir}/AGENTS.md`]: text(dir), [`${dir}/x.ts`]: "" });
+    const plugin: Started = await openProject(undefined, { records: false }, { files });
+    for (const dir of dirs) await plugin.touch("s", "read", { filePath: `${dir}/x.ts` });
+    const step = async () => {
+      await plugin.step("s");
+      return readTool(plugin, "s", `${dirs[0]}/x.ts`);
+    };
+    // The store tells the catalog of context-file events once it is built: a new session's first block then holds the always file.
+    let probe = 0;
+    await waitFor(async () => (await plugin.step(`probe-${probe++}`))?.includes("# ALWAYS") === true, 10_000, "the worktree catalog");
+    await step();
+    for (const dir of dirs) writeFileSync(join(plugin.root, dir, "x.ts"), "changed\n");
+    const others = await largestStall(step);
+    for (const dir of dirs) writeFileSync(join(plugin.root, dir, "AGENTS.md"), text(dir));
+    const contextFiles = await largestStall(step);
+    // 117-147 ms when each event read its file's head inside the watcher's drain.
+    expect({ others: others.stallMs < 50, contextFiles: contextFiles.stallMs < 50 }).toEqual({ others: true, contextFiles: true });
+  }, 60_000);
 });

@@ -1,49 +1,15 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { O200K_TOKEN_SPLIT_REGEX } from "gpt-tokenizer/encodingParams/constants";
 import { MAX_UNIT, splitUnits } from "../../plugin/block/units.ts";
 import { countUnits, disposeTokens, textBound, tokenStats, unitBound } from "../../plugin/block/tokens.ts";
+import { largestStall } from "../helpers/stall.ts";
 
 const PLAIN_TEXT = { allowedSpecial: new Set<string>(), disallowedSpecial: new Set<string>() };
 
 /** gpt-tokenizer on this thread, loaded only after the stall test (it freezes the loop ~0.7 s). */
 const exact = async () => (await import("gpt-tokenizer/encoding/o200k_base")).countTokens;
-
-/**
- * CPU time of the main thread (Linux: its schedstat, ns), else of the whole process. On a loaded
- * machine a gap between ticks can be time this process was not scheduled at all: a gap counts as a
- * stall only as far as the main thread ran during it.
- */
-const mainThreadStat = `/proc/self/task/${process.pid}/schedstat`;
-const cpuMs = existsSync(mainThreadStat)
-  ? () => Number(readFileSync(mainThreadStat, "utf8").split(" ")[0]) / 1e6
-  : () => {
-      const { user, system } = process.cpuUsage();
-      return (user + system) / 1000;
-    };
-
-/** The largest gap between 1 ms ticks while `work` runs: as far as the main thread ran (`stallMs`), and plain (`wallMs`). */
-async function largestStall<T>(work: () => Promise<T>): Promise<{ result: T; stallMs: number; wallMs: number }> {
-  let last = performance.now();
-  let lastCpu = cpuMs();
-  let stallMs = 0;
-  let wallMs = 0;
-  const tick = () => {
-    const [now, cpu] = [performance.now(), cpuMs()];
-    wallMs = Math.max(wallMs, now - last);
-    stallMs = Math.max(stallMs, Math.min(now - last, cpu - lastCpu));
-    [last, lastCpu] = [now, cpu];
-  };
-  const monitor = setInterval(tick, 1);
-  try {
-    const result = await work();
-    tick();
-    return { result, stallMs, wallMs };
-  } finally {
-    clearInterval(monitor);
-  }
-}
 
 /** Resolves when `condition` holds, checking every 10 ms, or fails after `ms`. */
 async function until(condition: () => boolean, ms: number): Promise<void> {

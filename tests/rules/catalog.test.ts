@@ -18,6 +18,12 @@ afterEach(() => {
 });
 const HEAD = 4096;
 
+/** What a watch reports of `path`, then the refresh that reads it. */
+async function heardNow(catalog: Catalog, path: string): Promise<void> {
+  catalog.heard(path);
+  await catalog.refresh();
+}
+
 async function build(worktree: string, maxFileBytes = 128 * 1024, watch = false): Promise<Catalog> {
   const catalog = await Catalog.build({
     worktree,
@@ -86,11 +92,11 @@ describe("catalog: which context files are entries", () => {
     const path = join(root, "a/AGENTS.md");
     for (let i = 0; i < 20; i++) {
       const since = performance.now();
-      catalog.refresh(since);
+      await catalog.refresh(since);
       // A second call of the same step: nothing to do.
-      catalog.refresh(since);
+      await catalog.refresh(since);
       writeFileSync(path, `${block("include: always")}# edit ${i}\n`);
-      catalog.refresh(performance.now());
+      await catalog.refresh(performance.now());
       expect(catalog.get(path)?.file.body).toBe(`# edit ${i}\n`);
     }
   });
@@ -102,11 +108,11 @@ describe("catalog: which context files are entries", () => {
     const path = join(root, "a/AGENTS.md");
     // Kernels before Linux 6.13 (coarse timestamps) can give a same-size edit made in the same tick the stat this read saw.
     writeFileSync(path, `${block("include: always")}# v1\n`);
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     expect(catalog.get(path)?.file.body).toBe("# v1\n");
     expect(catalog.get(path)?.print).not.toBe(statPrint(path));
     await Bun.sleep(60);
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     expect(catalog.get(path)?.print).toBe(statPrint(path));
   });
 
@@ -119,7 +125,7 @@ describe("catalog: which context files are entries", () => {
     utimesSync(path, new Date(), new Date(Date.now() + 5_000));
     // Past the racy window of the touch's ctime: read once, and its stat kept.
     await Bun.sleep(60);
-    catalog.refresh();
+    await catalog.refresh();
     expect(catalog.get(path)?.print).toBe(statPrint(path));
     expect(catalog.version).toBe(version);
   });
@@ -131,7 +137,7 @@ describe("catalog: which context files are entries", () => {
     expect(catalog.index?.files).toEqual(["a/AGENTS.md", "b/AGENTS.md"]);
     for (const rel of ["a/AGENTS.md", "b/AGENTS.md"]) {
       rmSync(join(root, rel));
-      catalog.changed(join(root, rel));
+      await heardNow(catalog, join(root, rel));
     }
     expect(catalog.index?.files).toEqual([]);
     expect(modes(catalog)).toEqual({});
@@ -144,12 +150,12 @@ describe("catalog: which context files are entries", () => {
     const listed = ["d/AGENTS.md/CLAUDE.md", ".opencode/rules/set.md/inner.md", "x/AGENTS.md"];
     expect([...(catalog.index?.files ?? [])].sort()).toEqual([...listed].sort());
     // What a watch reports when such a directory is made or changed.
-    for (const rel of ["d/AGENTS.md", ".opencode/rules/set.md"]) catalog.changed(join(root, rel));
+    for (const rel of ["d/AGENTS.md", ".opencode/rules/set.md"]) await heardNow(catalog, join(root, rel));
     expect([...(catalog.index?.files ?? [])].sort()).toEqual([...listed].sort());
     // Deleted whole, with no event for what was in it: what was listed under it leaves.
     for (const rel of ["d/AGENTS.md", ".opencode/rules/set.md"]) {
       rmSync(join(root, rel), { recursive: true });
-      catalog.changed(join(root, rel));
+      await heardNow(catalog, join(root, rel));
     }
     expect(catalog.index?.files).toEqual(["x/AGENTS.md"]);
   });
@@ -167,17 +173,17 @@ describe("catalog: which context files are entries", () => {
     const catalog = await build(root);
     const files = () => [...(catalog.index?.files ?? [])].sort();
     expect(files()).toEqual(["d/AGENTS.md", "d/AGENTS.md/CLAUDE.md", "e/AGENTS.md/CLAUDE.md", "x/AGENTS.md"]);
-    catalog.changed(join(root, "d/AGENTS.md"));
+    await heardNow(catalog, join(root, "d/AGENTS.md"));
     expect(files()).toEqual(["d/AGENTS.md/CLAUDE.md", "e/AGENTS.md/CLAUDE.md", "x/AGENTS.md"]);
     // Moved away whole (no event for what it held), and a directory replaced by a file.
     renameSync(join(root, "d/AGENTS.md"), join(root, "moved"));
-    catalog.changed(join(root, "d/AGENTS.md"));
+    await heardNow(catalog, join(root, "d/AGENTS.md"));
     rmSync(join(root, "e/AGENTS.md"), { recursive: true });
     writeFileSync(join(root, "e/AGENTS.md"), "# e, a file now\n");
-    catalog.changed(join(root, "e/AGENTS.md"));
+    await heardNow(catalog, join(root, "e/AGENTS.md"));
     expect(files()).toEqual(["e/AGENTS.md", "x/AGENTS.md"]);
     rmSync(join(root, "e/AGENTS.md"));
-    catalog.changed(join(root, "e/AGENTS.md"));
+    await heardNow(catalog, join(root, "e/AGENTS.md"));
     expect(files()).toEqual(["x/AGENTS.md"]);
   });
 
@@ -187,8 +193,8 @@ describe("catalog: which context files are entries", () => {
     const catalog = await build(root, undefined, true);
     expect([...(catalog.index?.files ?? [])].sort()).toEqual([".opencode/rules/sub/x.md", ".opencode/rules/sub/y.md", ".opencode/rules/top.md"]);
     renameSync(join(root, ".opencode/rules/sub"), join(scratch.dir(), "sub"));
-    await waitFor(() => {
-      catalog.refresh();
+    await waitFor(async () => {
+      await catalog.refresh();
       return catalog.index?.files.length === 1;
     }, 3_000, "the moved rule files leaving the index");
     expect(catalog.index?.files).toEqual([".opencode/rules/top.md"]);
@@ -243,7 +249,7 @@ describe("catalog: which context files are entries", () => {
     mkdirSync(join(root, "dir/AGENTS.md"), { recursive: true });
     const catalog = await build(root);
     // What a watch would report: each is considered as a listed file is.
-    for (const rel of ["file-link/AGENTS.md", "dir-link/AGENTS.md", "dir-link/deep/AGENTS.md", "fifo/AGENTS.md", "dir/AGENTS.md"]) catalog.changed(join(root, rel));
+    for (const rel of ["file-link/AGENTS.md", "dir-link/AGENTS.md", "dir-link/deep/AGENTS.md", "fifo/AGENTS.md", "dir/AGENTS.md"]) await heardNow(catalog, join(root, rel));
     expect(modes(catalog)).toEqual({ "inside/AGENTS.md": "always" });
     for (const entry of catalog.all) expect(entry.file.raw).not.toContain("OUTSIDE");
   });
@@ -257,7 +263,7 @@ describe("catalog: which context files are entries", () => {
     expect(modes(catalog)).toEqual({ "a/AGENTS.md": "always" });
     rmSync(join(root, "a/AGENTS.md"));
     symlinkSync(join(outside, "AGENTS.md"), join(root, "a/AGENTS.md"));
-    catalog.refresh();
+    await catalog.refresh();
     expect(modes(catalog)).toEqual({});
   });
 });
@@ -276,16 +282,16 @@ describe("catalog: freshness with inotify (Linux)", () => {
     await Bun.sleep(60);
     const catalog = await build(root, undefined, true);
     expect([...catalog.all]).toHaveLength(300);
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     // Each entry once: its directory's watch began after its read.
     expect(catalog.refreshStats).toBe(300);
-    for (let i = 0; i < 5; i++) catalog.refresh(performance.now());
+    for (let i = 0; i < 5; i++) await catalog.refresh(performance.now());
     expect(catalog.refreshStats).toBe(300);
     // An edit, a deletion and a new rule file, each saved before a refresh, are in it.
     writeFileSync(join(root, "p7/AGENTS.md"), always("# p7 edited"));
     rmSync(join(root, "p8/AGENTS.md"));
     scratch.write(root, { ".opencode/rules/new.md": "# a rule\n" });
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     expect(catalog.get(join(root, "p7/AGENTS.md"))?.file.body).toBe("# p7 edited\n");
     expect(catalog.get(join(root, "p8/AGENTS.md"))).toBeUndefined();
     expect(catalog.get(join(root, ".opencode/rules/new.md"))?.contract.include).toBe("always");
@@ -302,9 +308,9 @@ describe("catalog: freshness with inotify (Linux)", () => {
     await Bun.sleep(60);
     const catalog = await build(root, undefined, true);
     expect([...catalog.all]).toHaveLength(40);
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     const [stats, checks] = [catalog.refreshStats, catalog.dirChecks];
-    for (let i = 0; i < 3; i++) catalog.refresh(performance.now());
+    for (let i = 0; i < 3; i++) await catalog.refresh(performance.now());
     expect([catalog.refreshStats - stats, catalog.dirChecks - checks]).toEqual([0, 3 * 40]);
   });
 
@@ -314,10 +320,10 @@ describe("catalog: freshness with inotify (Linux)", () => {
     mkdirSync(join(root, "a"));
     symlinkSync(join(root, "shared/rules.md"), join(root, "a/AGENTS.md"));
     const catalog = await build(root, undefined, true);
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     for (let i = 2; i < 6; i++) {
       writeFileSync(join(root, "shared/rules.md"), always(`# v${i}`));
-      catalog.refresh(performance.now());
+      await catalog.refresh(performance.now());
       expect(catalog.get(join(root, "a/AGENTS.md"))?.file.body).toBe(`# v${i}\n`);
     }
   });
@@ -327,16 +333,16 @@ describe("catalog: freshness with inotify (Linux)", () => {
     const root = scratch.dir();
     scratch.write(root, { "pk/foo/AGENTS.md": always("# v1"), "other/AGENTS.md": always("# o") });
     const catalog = await build(root, undefined, true);
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     renameSync(join(root, "pk"), join(root, "pk.bak"));
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     expect(catalog.get(join(root, "pk/foo/AGENTS.md"))).toBeUndefined();
     cpSync(join(root, "pk.bak"), join(root, "pk"), { recursive: true });
     writeFileSync(join(root, "pk/foo/AGENTS.md"), always("# v2"));
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     expect(catalog.get(join(root, "pk/foo/AGENTS.md"))?.file.body).toBe("# v2\n");
     writeFileSync(join(root, "pk/foo/AGENTS.md"), always("# v3"));
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     expect(catalog.get(join(root, "pk/foo/AGENTS.md"))?.file.body).toBe("# v3\n");
   });
 
@@ -349,11 +355,11 @@ describe("catalog: freshness with inotify (Linux)", () => {
     for (let i = 2; i < 4; i++) {
       // Past the racy window, and a refresh with nothing new: the entries are no longer stat'd for being new.
       await Bun.sleep(60);
-      catalog.refresh(performance.now());
-      catalog.refresh(performance.now());
+      await catalog.refresh(performance.now());
+      await catalog.refresh(performance.now());
       writeFileSync(join(root, "a/AGENTS.md"), always(`# v${i}`));
       writeFileSync(join(root, "elsewhere/linked.md"), always(`# h${i}`));
-      catalog.refresh(performance.now());
+      await catalog.refresh(performance.now());
       expect(catalog.get(join(root, "a/CLAUDE.md"))?.file.body).toBe(`# v${i}\n`);
       expect(catalog.get(join(root, "b/AGENTS.md"))?.file.body).toBe(`# h${i}\n`);
     }
@@ -363,22 +369,22 @@ describe("catalog: freshness with inotify (Linux)", () => {
     const root = scratch.dir();
     scratch.write(root, { "server/AGENTS.md": always("# v1"), ".opencode/rules/team/a.md": "# a\n" });
     const catalog = await build(root, undefined, true);
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     writeFileSync(join(root, "server/server"), "a build's output\n");
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     rmSync(join(root, "server/AGENTS.md"));
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     expect(catalog.get(join(root, "server/AGENTS.md"))).toBeUndefined();
     writeFileSync(join(root, "server/AGENTS.md"), always("# v3"));
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     expect(catalog.get(join(root, "server/AGENTS.md"))?.file.body).toBe("# v3\n");
     const team = join(root, ".opencode/rules/team");
     renameSync(team, `${team}.away`);
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     renameSync(`${team}.away`, team);
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     writeFileSync(join(team, "b.md"), "# b\n");
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     expect(catalog.get(join(team, "b.md"))?.contract.include).toBe("always");
   });
 
@@ -386,18 +392,18 @@ describe("catalog: freshness with inotify (Linux)", () => {
     const root = scratch.dir();
     scratch.write(root, { "a/AGENTS.md": always("# v1"), "b/AGENTS.md": always("# b") });
     const catalog = await build(root, undefined, true);
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     rmSync(join(root, "a"), { recursive: true });
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     expect(modes(catalog)).toEqual({ "b/AGENTS.md": "always" });
     scratch.write(root, { "a/AGENTS.md": always("# v2") });
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     expect(catalog.get(join(root, "a/AGENTS.md"))?.file.body).toBe("# v2\n");
     for (let i = 3; i < 5; i++) {
       await Bun.sleep(60);
-      catalog.refresh(performance.now());
+      await catalog.refresh(performance.now());
       writeFileSync(join(root, "a/AGENTS.md"), always(`# v${i}`));
-      catalog.refresh(performance.now());
+      await catalog.refresh(performance.now());
       expect(catalog.get(join(root, "a/AGENTS.md"))?.file.body).toBe(`# v${i}\n`);
     }
   });
@@ -406,16 +412,16 @@ describe("catalog: freshness with inotify (Linux)", () => {
     const root = scratch.dir();
     scratch.write(root, { "d/AGENTS.md": always("# d"), "e/AGENTS.md": always("# e"), "ok/AGENTS.md": always("# ok") });
     const catalog = await build(root, undefined, true);
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     writeFileSync(join(root, "d/AGENTS.md"), always("# d2"));
     writeFileSync(join(root, "e/AGENTS.md"), always("# e2"));
     rmSync(join(root, "d"), { recursive: true });
     writeFileSync(join(root, "d"), "now a file\n");
     rmSync(join(root, "e"), { recursive: true });
     symlinkSync("e", join(root, "e"));
-    expect(() => catalog.refresh(performance.now())).not.toThrow();
+    expect(await catalog.refresh(performance.now()).then(() => "refreshed")).toBe("refreshed");
     writeFileSync(join(root, "ok/AGENTS.md"), always("# ok2"));
-    expect(() => catalog.refresh(performance.now())).not.toThrow();
+    expect(await catalog.refresh(performance.now()).then(() => "refreshed")).toBe("refreshed");
     expect(modes(catalog)).toEqual({ "ok/AGENTS.md": "always" });
     expect(catalog.get(join(root, "ok/AGENTS.md"))?.file.body).toBe("# ok2\n");
   });
@@ -426,11 +432,11 @@ describe("catalog: freshness with inotify (Linux)", () => {
     scratch.write(outside, { "foo/CLAUDE.md": always("OUTSIDE"), "foo/AGENTS.md": always("OUTSIDE") });
     scratch.write(root, { "pk/foo/AGENTS.md": always("# inside"), "other/AGENTS.md": always("# o") });
     const catalog = await build(root, undefined, true);
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     renameSync(join(root, "pk"), join(root, "pk.bak"));
     symlinkSync(outside, join(root, "pk"));
-    catalog.refresh(performance.now());
-    catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
     expect(catalog.index?.files).not.toContain("pk/foo/CLAUDE.md");
     expect([...catalog.all].map((entry) => entry.file.body).join("")).not.toContain("OUTSIDE");
   });
