@@ -150,6 +150,24 @@ describe("a context file that is a symlink (found in review)", () => {
 
 describe("structure that no watch of a chain sees (found in review)", () => {
   for (const watch of [true, false]) {
+    test(`a file on a touched path made a directory (a checkout): the walk starts inside it; a missing directory made a file first waits on (found in a hunt; watch ${watch})`, async () => {
+      const files = { "AGENTS.md": "# Root\n", "a/AGENTS.md": "# A\n", "a/lib": "a file for now\n" };
+      const plugin = await openProject(undefined, { delivery: "system", watch }, { files });
+      await plugin.touch("s", "read", { filePath: "a/lib/x.ts" });
+      await plugin.touch("s", "read", { filePath: "a/new/y.ts" });
+      expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md", "a/AGENTS.md"]);
+      await rm(join(plugin.root, "a/lib"));
+      await mkdir(join(plugin.root, "a/lib"));
+      await writeFile(join(plugin.root, "a/lib/AGENTS.md"), "# LIB\n");
+      // A missing directory made a file first: nothing to start in yet, and still waited for.
+      await writeFile(join(plugin.root, "a/new"), "a file\n");
+      expect(sectionPaths(await plugin.step("s")).sort()).toEqual(["AGENTS.md", "a/AGENTS.md", "a/lib/AGENTS.md"]);
+      await rm(join(plugin.root, "a/new"));
+      await mkdir(join(plugin.root, "a/new"));
+      await writeFile(join(plugin.root, "a/new/AGENTS.md"), "# NEW\n");
+      expect(sectionPaths(await plugin.step("s")).sort()).toEqual(["AGENTS.md", "a/AGENTS.md", "a/lib/AGENTS.md", "a/new/AGENTS.md"]);
+    });
+
     test(`a symlinked directory retargeted: a path through it starts at the new target, for every session (watch ${watch})`, async () => {
       const files = { "AGENTS.md": "# Root\n", "a/AGENTS.md": "# A-FILE\n", "b/AGENTS.md": "# B-FILE\n", "a/x.ts": "", "b/x.ts": "" };
       const plugin = await openProject(undefined, { delivery: "system", watch }, { files });

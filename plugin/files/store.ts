@@ -123,7 +123,7 @@ interface Start {
   readonly dir: string | undefined;
   /** The last symlink below the worktree on its path: resolved again at each check (a retarget makes no event where the start is). */
   readonly link?: string;
-  /** The first directory below `dir` that did not exist: its creation changes where the walk starts. */
+  /** The first directory below `dir` that did not exist, or the file where the path went on: a directory made there changes where the walk starts. */
   readonly missing?: string;
 }
 
@@ -867,8 +867,8 @@ export class FileStore {
   /** Missing directories remembered below `dir` (by start resolutions) that exist now, made before a watch could tell: a structure change. */
   private lookForMissing(dir: string): void {
     const kids = this.missingByParent.get(dir);
-    // Resolved, not lstat'd: a dangling symlink there is still missing (else every check would find it made).
-    if (kids !== undefined) for (const kid of [...kids]) if (realAndStat(kid) !== undefined) this.structureChanged(kid);
+    // Resolved, not lstat'd: a dangling symlink there is still missing (else every check would find it made), and a file is no directory.
+    if (kids !== undefined) for (const kid of [...kids]) if (realAndStat(kid)?.[1] === true) this.structureChanged(kid);
   }
 
   /** Whether a watch started (the check it owes is the caller's). */
@@ -1104,7 +1104,12 @@ export class FileStore {
         const dir = isDirectory ? real : dirname(real);
         // Through a symlink below the worktree (not one the worktree's own path may go through): the link is resolved again at each check.
         const link = dangling ?? ((isInside(probe, this.worktree) || isInside(probe, this.realRoot)) && real !== this.withRealRoot(probe) ? this.lastLink(probe) : undefined);
-        const start: Start = !isInside(dir, this.realRoot) ? OUTSIDE : missing !== undefined && isDirectory ? { dir, missing: join(real, basename(missing)) } : { dir };
+        const start: Start = !isInside(dir, this.realRoot)
+          ? OUTSIDE
+          : isDirectory
+            ? missing !== undefined ? { dir, missing: join(real, basename(missing)) } : { dir }
+            : // A file where the path goes on (`lib` of a/lib/x.ts): a checkout may make it a directory, waited for as a missing one.
+              probe !== path ? { dir, missing: real } : { dir };
         return link === undefined ? start : { ...start, link };
       }
       const parent = dirname(probe);
