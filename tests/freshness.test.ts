@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { mkdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { mkdir, rename, rm, symlink, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { projects, readTool, sectionPaths, waitFor, type Started } from "./helpers/harness.ts";
@@ -211,6 +211,36 @@ describe("structure that no watch of a chain sees (found in review)", () => {
 });
 
 describe("bulk changes (found in a hunt)", () => {
+  /** `rel` deleted and made again holding `files`, on its old inode number (ext4 hands a freed number to the next mkdir; parking directories uses up lower ones). */
+  function remadeOnSameInode(root: string, rel: string, files: Record<string, string>): void {
+    const dir = join(root, rel);
+    const ino = statSync(dir).ino;
+    rmSync(dir, { recursive: true });
+    mkdirSync(dir);
+    for (let i = 0; i < 200 && statSync(dir).ino !== ino; i++) {
+      mkdirSync(join(root, ".parked"), { recursive: true });
+      renameSync(dir, join(root, ".parked", `${rel.replaceAll("/", "_")}${i}`));
+      mkdirSync(dir);
+    }
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
+    // The case's precondition.
+    expect(statSync(dir).ino).toBe(ino);
+  }
+
+  test("a directory made again on its old inode number while the kernel's queue overflowed keeps no dead watch: later edits are seen", async () => {
+    const files = { "AGENTS.md": "# root\n", "pkg/AGENTS.md": "# PKG v1\n", "pkg/x.ts": "" };
+    const plugin = await openProject(undefined, { delivery: "system", records: false }, { files });
+    const { root } = plugin;
+    await plugin.touch("s", "read", { filePath: "pkg/x.ts" });
+    expect(await plugin.step("s")).toContain("PKG v1");
+    // About 24,000 events, past the kernel's default queue of 16,384: the deletion's events are lost.
+    for (let i = 0; i < 12_000; i++) writeFileSync(join(root, `scratch${i % 2}`), `w${i}`);
+    remadeOnSameInode(root, "pkg", { "AGENTS.md": "# PKG v2\n" });
+    expect(await plugin.step("s")).toContain("PKG v2");
+    writeFileSync(join(root, "pkg/AGENTS.md"), "# PKG v3, a later edit\n");
+    await plugin.stepUntil("s", (block) => block?.includes("PKG v3") === true, "the later edit", 1500);
+  }, 20_000);
+
   test("1,500 context files saved at once (a checkout) are read at the next step without blocking the event loop: each is read once, in slices", async () => {
     const N = 1500;
     const text = (rel: string) => `# ${rel}\n${"- a rule line\n".repeat(40)}`;

@@ -148,6 +148,20 @@ export class Inotify {
     return watch;
   }
 
+  /**
+   * Whether `watch` still watches the directory its path names: after lost events (a queue overflow),
+   * a directory deleted and made again, even on the same inode number, lost its watch with no event
+   * anyone saw. Asking the kernel to watch the path again gives the same descriptor for a live watch
+   * (nothing changes); a new one (let go of at once) says the old is dead.
+   */
+  alive(watch: DirWatch): boolean {
+    if (!(watch instanceof Watch) || this.closed) return false;
+    const wd = this.libc.inotify_add_watch(this.fd, this.encoder.encode(`${watch.dir}\0`), MASK);
+    if (wd === watch.wd) return true;
+    if (wd >= 0 && !this.watches.has(wd)) this.libc.inotify_rm_watch(this.fd, wd);
+    return false;
+  }
+
   /** A watch closed (once; a descriptor the kernel let go of already is not asked back). */
   unwatch(watch: Watch): void {
     const known = this.watches.get(watch.wd);

@@ -198,6 +198,8 @@ export class FileStore {
    * of a check that found it unchanged): a check for changes saved before then has nothing to do.
    */
   private readonly verifiedAt = new Map<string, number>();
+  /** Watched directories whose watch may have died unseen (events were lost): asked of the kernel at their next check. */
+  private readonly unverified = new Set<string>();
   /**
    * Directories whose context file a watch on them cannot vouch for: reached through a symlink (its
    * target's path may go through other links, repointed without an event here), or with other hard
@@ -684,6 +686,8 @@ export class FileStore {
     // before the watch, and with inotify it is not owed another check.
     const entry = this.watched.get(dir);
     if (this.mode === "watch" && entry !== undefined && entry.handle === undefined) this.startWatch(dir, entry);
+    // After lost events, a directory made again on its old inode number has the same identity but lost its watch: asked of the kernel.
+    if (this.unverified.delete(dir) && entry?.handle !== undefined && this.inotify?.alive(entry.handle) === false) this.structureChanged(dir);
     const checkedAt = performance.now();
     const signature = this.signatureOf(dir);
     if (signature === record.signature && !record.retry) {
@@ -921,6 +925,7 @@ export class FileStore {
 
   private unwatch(entry: Watched): void {
     if (entry.handle === undefined) return;
+    this.unverified.delete(entry.dir);
     entry.handle.close();
     entry.handle = undefined;
     this.activeWatches--;
@@ -941,7 +946,10 @@ export class FileStore {
   /** The kernel's queue overflowed (events were lost): every directory known is checked once. */
   private overflowed(): void {
     const now = performance.now();
-    for (const dir of this.watched.keys()) this.dirty.set(dir, now);
+    for (const [dir, entry] of this.watched) {
+      this.dirty.set(dir, now);
+      if (entry.handle !== undefined) this.unverified.add(dir);
+    }
     for (const dir of this.records.keys()) this.dirty.set(dir, now);
   }
 

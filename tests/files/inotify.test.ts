@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdirSync, rmdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { Inotify, type InotifyUser } from "../../plugin/files/inotify.ts";
 import { Scratch } from "./helpers.ts";
@@ -56,5 +56,27 @@ describe.skipIf(process.platform !== "linux")("inotify watches", () => {
     expect(heard).toContain("gone:gone");
     watch.close();
     expect(() => watch.close()).not.toThrow();
+  });
+});
+
+describe.skipIf(process.platform !== "linux")("inotify: is a watch alive", () => {
+  test("a live watch is; one whose directory was deleted and made again is not, whatever its inode number, and asking adds no watch", () => {
+    const { instance, heard, listener } = inotify();
+    const root = scratch.dir();
+    const dir = join(root, "pkg");
+    mkdirSync(dir);
+    const watch = instance.watch(dir, listener);
+    expect(instance.alive(watch)).toBe(true);
+    writeFileSync(join(dir, "AGENTS.md"), "x");
+    instance.drain();
+    expect(heard).toContain("pkg:AGENTS.md");
+    // Deleted and made again with no drain in between (as when the queue overflowed and its events were lost).
+    rmSync(dir, { recursive: true });
+    mkdirSync(dir);
+    expect(instance.alive(watch)).toBe(false);
+    writeFileSync(join(dir, "CLAUDE.md"), "y");
+    instance.drain();
+    // The probe's own watch was let go at once: nothing hears the new directory until it is watched again.
+    expect(heard.filter((line) => line === "pkg:CLAUDE.md")).toEqual([]);
   });
 });
