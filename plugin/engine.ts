@@ -19,7 +19,8 @@ import { HOST_MARKER, hostCarries, hostEntryPaths, stripReminder } from "./host/
 import { CONTEXT_TOOL, toolPaths } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
 import { isInside, realPathOr, relativePosix, statPrint } from "./paths.ts";
-import { contextNamesOf, NearIgnores, readIgnoreBasis, type IgnoreBasisResult } from "./files/worktree-index.ts";
+import { contextNamesOf } from "./files/names.ts";
+import { NearIgnores, readIgnoreBasis, type IgnoreBasisResult } from "./files/worktree-index.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { nextTurn } from "./turns.ts";
 import { applyRules, awaitedBy, CRITICAL_TIER, hasImports, type Ruled } from "./rules/apply.ts";

@@ -1,3 +1,4 @@
+import { contextNamesOf } from "./files/names.ts";
 import type { z } from "zod";
 
 /**
@@ -73,12 +74,22 @@ export const DEFAULT_OPTIONS: ResolvedOptions = Object.freeze({
 type Field = keyof ProjectContextOptions;
 const FIELDS = Object.keys(DEFAULT_OPTIONS) as Field[];
 
+/** A file name's longest, in bytes, on Linux and macOS. */
+const NAME_MAX_BYTES = 255;
+
+function longestVariantBytes(name: string): number {
+  const { base, override, local } = contextNamesOf([name]);
+  return Math.max(...[...base, ...override, ...local].map((variant) => new TextEncoder().encode(variant).length));
+}
+
 function schemaOf({ z }: typeof import("zod")): { [K in Field]: z.ZodType } {
   const fileName = z
     .string()
     .min(1)
     .max(255)
-    .refine((name) => !/[\\/\0]/.test(name) && name !== "." && name !== "..", "must be a plain file name, not a path");
+    .refine((name) => !/[\\/\0]/.test(name) && name !== "." && name !== "..", "must be a plain file name, not a path")
+    // The file system's limit is in bytes, and each name brings its .local.md and .override.md variants.
+    .refine((name) => longestVariantBytes(name) <= NAME_MAX_BYTES, `must be short enough that its .override.md variant fits a file name (${NAME_MAX_BYTES} bytes of UTF-8)`);
   return {
     fileNames: z.array(fileName).min(1).max(16),
     maxDepth: z.number().int().min(0).max(64),

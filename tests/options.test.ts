@@ -41,6 +41,16 @@ describe("resolveOptions", () => {
     expect(given).toEqual({ systemTokens: "lots", maxDepth: 3, fileNames: ["../AGENTS.md"], bogus: 1 });
   });
 
+  test("a file name whose .override.md variant passes the file system's 255 bytes is refused once, not failed on in every directory (found in a hunt)", async () => {
+    for (const name of [`${"A".repeat(250)}.md`, `${"é".repeat(200)}.md`]) {
+      const warnings: string[] = [];
+      expect((await resolveOptions({ fileNames: [name, "AGENTS.md"] }, (message) => warnings.push(message))).fileNames).toEqual(["AGENTS.md", "CLAUDE.md"]);
+      expect(warnings.join("\n")).toContain("fits a file name (255 bytes of UTF-8)");
+    }
+    // The longest that fits: 243 bytes of stem, then ".override.md".
+    expect((await resolveOptions({ fileNames: [`${"A".repeat(243)}.md`] }, () => {})).fileNames).toEqual([`${"A".repeat(243)}.md`]);
+  });
+
   test("options that are not an object are reported and the defaults used", async () => {
     for (const raw of ["x", 7, [1], true]) {
       const warnings: string[] = [];

@@ -12,7 +12,7 @@ import { textBytes } from "./version.ts";
 import { Inotify, type DirWatch, type InotifyUser } from "./inotify.ts";
 import { RecordCache } from "./records.ts";
 import { chainOfWalk, walkUp } from "./walk.ts";
-import { contextNamesOf } from "./worktree-index.ts";
+import { contextNamesOf } from "./names.ts";
 
 export interface FileStoreOptions {
   /** The walk's upper bound; resolved to its real path once. */

@@ -1,9 +1,10 @@
 import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, type Dirent } from "node:fs";
 import { homedir } from "node:os";
-import { extname, join, posix, resolve } from "node:path";
+import { join, posix, resolve } from "node:path";
 import ignore, { type Ignore } from "ignore";
 import { fsPromises } from "../libraries.ts";
 import { optionGlobs } from "../rules/contract.ts";
+import { contextNamesOf } from "./names.ts";
 import { lowerBound, prefixRun } from "../sorted.ts";
 import { inSlices } from "../turns.ts";
 
@@ -92,20 +93,6 @@ const MAX_VERDICTS = 8_192;
 const UNDECODABLE = "\uFFFD";
 /** A path in git's output longer than this is not a path: the output is refused. */
 const MAX_PATH_BYTES = 64 * 1024;
-
-/** The context file names of `fileNames`: `AGENTS.md` → base `AGENTS.md`, override `AGENTS.override.md`, local `AGENTS.local.md`. */
-export function contextNamesOf(fileNames: readonly string[]): { base: string[]; override: string[]; local: string[]; replaces: ReadonlyMap<string, string> } {
-  const stems = fileNames.map((name) => name.slice(0, name.length - extname(name).length));
-  const replaces = new Map<string, string>();
-  stems.forEach((stem, i) => replaces.has(`${stem}.override.md`) || replaces.set(`${stem}.override.md`, fileNames[i]!));
-  return {
-    base: [...new Set(fileNames)],
-    override: [...replaces.keys()],
-    local: [...new Set(stems.map((stem) => `${stem}.local.md`))],
-    /** An override's name → the base name whose place it takes (the first configured with that stem). */
-    replaces,
-  };
-}
 
 /**
  * Lists the context file candidates of the worktree: through git when it answers (tracked and

@@ -5,7 +5,8 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import fc from "fast-check";
 import picomatch from "picomatch";
-import { buildWorktreeIndex, contextNamesOf, escapeWildmatch, MAX_DEPTH, type IndexOptions, type WorktreeIndex } from "../../plugin/files/worktree-index.ts";
+import { contextNamesOf } from "../../plugin/files/names.ts";
+import { buildWorktreeIndex, escapeWildmatch, MAX_DEPTH, type IndexOptions, type WorktreeIndex } from "../../plugin/files/worktree-index.ts";
 
 // ---- sandbox: temp trees, and a git that sees none of this machine's configuration ----
 
