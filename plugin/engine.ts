@@ -12,7 +12,7 @@ import { FileStore } from "./files/store.ts";
 import { replaceFile, spliceSection } from "./files/update.ts";
 import { walkUp } from "./files/walk.ts";
 import { describe, describeJson, sameFile, snapshotFiles, type FileSnapshot } from "./records/describe.ts";
-import { defaultRecordsDir, isSessionId, parseSteer, readFrom, RECORDS_VERSION, steerPath, type FileRecord } from "./records/format.ts";
+import { isSessionId, parseSteer, readFrom, RECORDS_VERSION, recordsDirOf, steerPath, type FileRecord } from "./records/format.ts";
 import { RecordsWriter } from "./records/writer.ts";
 import { readHistory, scanMessages } from "./host/history.ts";
 import { HOST_MARKER, hostCarries, hostEntryPaths, stripReminder } from "./host/instructions.ts";
@@ -185,8 +185,9 @@ export class Engine {
     this.replaces = contextNamesOf(options.fileNames).replaces;
     // Records are written at a quiet moment: a first step met the first one's write (loading
     // node:fs/promises, making the line and the directory) in the turn its chain read waited for.
-    const recordsDir = options.recordsDir === "" ? defaultRecordsDir() : resolve(options.recordsDir);
-    this.records = options.records ? new RecordsWriter(recordsDir, settings.log, () => this.quietIn()) : undefined;
+    const recordsDir = recordsDirOf(options.recordsDir);
+    if (options.records && recordsDir.problem !== undefined) settings.log.log("warn", recordsDir.problem);
+    this.records = options.records ? new RecordsWriter(recordsDir.dir, settings.log, () => this.quietIn()) : undefined;
   }
 
   static async create(settings: EngineSettings): Promise<Engine> {
@@ -647,7 +648,7 @@ export class Engine {
     for (const raw of this.settings.options.pin) {
       const target = this.resolveTarget(raw);
       if (typeof target === "string") this.settings.log.once(`pin:${raw}`, "warn", `option "pin": ${target}; ignored`);
-      else session.pin({ path: target.path, isFile: target.isFile });
+      else if (!this.pinTarget(session, target)) this.settings.log.once(`pin:${raw}`, "warn", `option "pin": ${this.shownRel(target.real)} is not a context file (${this.settings.options.fileNames.join(", ")}); ignored`);
     }
   }
 

@@ -1,6 +1,9 @@
 import { describe, expect, test } from "bun:test";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { DEFAULT_OPTIONS, resolveOptions } from "../plugin/options.ts";
-import { projects } from "./helpers/harness.ts";
+import { recordsDirOf } from "../plugin/records/format.ts";
+import { callContextTool, projects } from "./helpers/harness.ts";
 
 const open = projects();
 
@@ -67,7 +70,37 @@ describe("resolveOptions", () => {
   });
 });
 
+describe("recordsDir", () => {
+  const env = { HOME: "/home/u", XDG_STATE_HOME: "/state" };
+  test("\"\" is the default, ~ the home directory, an absolute path itself; a relative one is refused with the default used (found in a hunt)", () => {
+    expect(recordsDirOf("", env)).toEqual({ dir: "/state/opencode-project-context" });
+    expect(recordsDirOf("~", env)).toEqual({ dir: "/home/u" });
+    expect(recordsDirOf("~/records", env)).toEqual({ dir: "/home/u/records" });
+    expect(recordsDirOf("/var/x/../records", env)).toEqual({ dir: "/var/records" });
+    for (const relative of ["records", "./records", "~user/records", "../records"]) {
+      const { dir, problem } = recordsDirOf(relative, env);
+      expect([dir, problem?.includes("is relative")]).toEqual(["/state/opencode-project-context", true]);
+    }
+  });
+
+  test("through the plugin: a relative recordsDir is logged and nothing is made where OpenCode runs", async () => {
+    const plugin = await open("monorepo", { recordsDir: "~user-records/x" });
+    await plugin.step("s");
+    await plugin.dispose();
+    expect(plugin.logs.some((entry) => entry.level === "warn" && entry.message.includes('option "recordsDir" "~user-records/x" is relative'))).toBe(true);
+    expect(existsSync(join(process.cwd(), "~user-records"))).toBe(false);
+  });
+});
+
 describe("bad options through the plugin", () => {
+  test("a pinned path that is not a context file is logged, as the tool's load says it (found in a hunt)", async () => {
+    const plugin = await open("monorepo", { pin: ["apps/web/src/App.tsx", "apps/web/AGENTS.md"] });
+    await plugin.step("s");
+    const warnings = plugin.logs.filter((entry) => entry.level === "warn").map((entry) => entry.message);
+    expect(warnings.filter((message) => message.includes('option "pin"'))).toEqual(['option "pin": apps/web/src/App.tsx is not a context file (AGENTS.md, CLAUDE.md); ignored']);
+    expect((await callContextTool(plugin, "s", { action: "list" })).split("\n").at(-1)).toBe("Pinned: apps/web/AGENTS.md");
+  });
+
   test("are logged through client.app.log and the plugin runs on defaults", async () => {
     const plugin = await open("monorepo", { systemTokens: -5, watch: "yes" });
     await plugin.touch("s", "read", { filePath: "apps/web/src/App.tsx" });

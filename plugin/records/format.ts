@@ -6,7 +6,7 @@
  */
 import { closeSync, constants, fstatSync, mkdirSync, openSync, readFileSync, readSync } from "node:fs";
 import { homedir } from "node:os";
-import { join } from "node:path";
+import { isAbsolute, join, resolve } from "node:path";
 import { writeWhole } from "../files/write.ts";
 
 export const RECORDS_VERSION = 1;
@@ -76,6 +76,20 @@ export interface SteerRequest {
 export function defaultRecordsDir(env: NodeJS.ProcessEnv = process.env): string {
   const state = env.XDG_STATE_HOME !== undefined && env.XDG_STATE_HOME !== "" ? env.XDG_STATE_HOME : join(env.HOME ?? homedir(), ".local", "state");
   return join(state, "opencode-project-context");
+}
+
+/**
+ * The records directory the option `recordsDir` names, for the server plugin and the TUI alike: "" is
+ * the default; `~` and `~/…` are the home directory (a shell would expand them, OpenCode's config does
+ * not); any other relative path is refused, with the default used instead (it would land in whatever
+ * directory OpenCode runs in, usually the project).
+ */
+export function recordsDirOf(option: string, env: NodeJS.ProcessEnv = process.env): { readonly dir: string; readonly problem?: string } {
+  if (option === "") return { dir: defaultRecordsDir(env) };
+  const home = env.HOME ?? homedir();
+  if (option === "~" || option.startsWith("~/")) return { dir: join(home, option.slice(1)) };
+  if (isAbsolute(option)) return { dir: resolve(option) };
+  return { dir: defaultRecordsDir(env), problem: `option "recordsDir" ${JSON.stringify(option)} is relative (give an absolute path, or one that starts with ~/); using ${defaultRecordsDir(env)}` };
 }
 
 /** OpenCode's session ids are `ses_` and base62; anything else would name a path, and is refused. */

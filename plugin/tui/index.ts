@@ -12,8 +12,7 @@
 import type { TuiHostSlotMap, TuiPlugin, TuiPluginApi, TuiPluginModule, TuiSlotContext } from "@opencode-ai/plugin/tui";
 import { jsx } from "@opentui/solid/jsx-runtime";
 import { createSignal, type Accessor, type Setter } from "solid-js";
-import { resolve } from "node:path";
-import { appendSteer, defaultRecordsDir } from "../records/format.ts";
+import { appendSteer, defaultRecordsDir, recordsDirOf } from "../records/format.ts";
 import { latestRecord, recentSteers } from "./read.ts";
 import { contextView, dialogEntries, sidebarLines, type ContextView, type SidebarLine, type Tone } from "./view.ts";
 import { watchRecords } from "./watch.ts";
@@ -26,8 +25,8 @@ const SIDEBAR_ORDER = 150;
 /** The server plugin's option, read the same way ("" is the default), from this module's entry in tui.json. */
 function recordsDir(options: unknown): { dir: string; problem?: string } {
   const value = typeof options === "object" && options !== null ? (options as Record<string, unknown>)["recordsDir"] : undefined;
-  if (value === undefined || value === "") return { dir: defaultRecordsDir() };
-  if (typeof value === "string" && !value.includes("\0")) return { dir: resolve(value) };
+  if (value === undefined) return recordsDirOf("");
+  if (typeof value === "string" && !value.includes("\0")) return recordsDirOf(value);
   return { dir: defaultRecordsDir(), problem: `recordsDir must be a path; using ${defaultRecordsDir()}` };
 }
 
