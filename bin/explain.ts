@@ -17,6 +17,7 @@ import { Engine } from "../plugin/engine.ts";
 import { describeProblem, readContract } from "../plugin/rules/contract.ts";
 import { readContained } from "../plugin/files/contained.ts";
 import { createLogger } from "../plugin/log.ts";
+import { isInside } from "../plugin/paths.ts";
 import { DEFAULT_OPTIONS, resolveOptions } from "../plugin/options.ts";
 import { defaultRecordsDir, isSessionId, MAX_RECORDS_BYTES, parseRecords, RECORDS_VERSION, recordsPath, type RequestRecord } from "../plugin/records/format.ts";
 
@@ -104,21 +105,42 @@ type TreeValues = {
   "no-host": boolean;
 };
 
+/** The real path of `path` when it is a directory. */
+async function realDirectory(path: string): Promise<string | undefined> {
+  const real = await realpath(resolve(path)).catch(() => undefined);
+  return real !== undefined && (await stat(real).catch(() => undefined))?.isDirectory() === true ? real : undefined;
+}
+
 /** `explain [dir] --touch ...`: what the engine gives a session in `dir` that touched those paths. */
 async function explainTree(dir: string | undefined, values: TreeValues): Promise<number> {
-  const directory = await realpath(resolve(dir ?? ".")).catch(() => undefined);
+  const directory = await realDirectory(dir ?? ".");
   if (directory === undefined) {
     console.error(`explain: no such directory: ${dir}`);
     return 2;
   }
-  const worktree = values.worktree === undefined ? await gitRoot(directory) : resolve(values.worktree);
+  // Real, as the session directory is (OpenCode passes both real): a worktree given through a symlink would hold no touch.
+  const worktree = values.worktree === undefined ? await gitRoot(directory) : await realDirectory(values.worktree);
+  if (worktree === undefined || !isInside(directory, worktree)) {
+    console.error(worktree === undefined ? `explain: no such directory: ${values.worktree}` : `explain: the worktree ${worktree} does not hold ${directory}`);
+    return 2;
+  }
   const given: Record<string, unknown> = { watch: false };
   const numeric = { systemTokens: "system-tokens", deliveryTokens: "delivery-tokens", compactionTokens: "compaction-tokens" } as const;
-  for (const [option, flag] of Object.entries(numeric)) if (values[flag] !== undefined) given[option] = Number(values[flag]);
+  for (const [option, flag] of Object.entries(numeric)) {
+    const value = values[flag];
+    if (value === undefined) continue;
+    if (!/^\d+$/.test(value)) {
+      console.error(`explain: --${flag} takes a whole number of tokens, not ${JSON.stringify(value)}`);
+      return 2;
+    }
+    given[option] = Number(value);
+  }
   if (values.delivery !== undefined) given.delivery = values.delivery;
   const problems: string[] = [];
   const options = await resolveOptions(given, (message) => problems.push(message));
+  // What was asked on the command line, and cannot be had: no report on other values than asked.
   for (const problem of problems) console.error(`explain: ${problem}`);
+  if (problems.length > 0) return 2;
 
   const engine = await Engine.create({ directory, worktree, options, log: createLogger(undefined), client: undefined });
   engine.startCatalog();

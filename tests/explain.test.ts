@@ -1,5 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { join } from "node:path";
+import { mkdtempSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 
 const repo = join(import.meta.dir, "..");
 const bun = process.execPath;
@@ -27,6 +29,33 @@ describe("explain", () => {
   test("--no-host shows the block for a host that injects nothing itself", async () => {
     const { stdout } = await explain("tests/fixtures/monorepo", "--worktree", "tests/fixtures/monorepo", "--no-host");
     expect(stdout).toContain('<context-file path="AGENTS.md">');
+  });
+
+  test("a directory or worktree that is none, a worktree not holding the directory, or a value it cannot take is a clear error, never a report on other values (found in a hunt)", async () => {
+    const cases: [string[], string][] = [
+      [["README.md"], "no such directory: README.md"],
+      [["tests/fixtures/monorepo", "--worktree", "/no/such/dir"], "no such directory: /no/such/dir"],
+      [["tests/fixtures/monorepo", "--worktree", "tests/fixtures/monorepo/apps"], "does not hold"],
+      [["tests/fixtures/monorepo", "--system-tokens", "lots"], "--system-tokens takes a whole number of tokens"],
+      [["tests/fixtures/monorepo", "--system-tokens="], "--system-tokens takes a whole number of tokens"],
+      [["tests/fixtures/monorepo", "--delivery", "sytem"], 'option "delivery" is invalid'],
+    ];
+    for (const [args, message] of cases) {
+      const { code, stdout, stderr } = await explain(...args);
+      expect({ args, code, stdout, error: stderr.includes(message) }).toEqual({ args, code: 2, stdout: "", error: true });
+    }
+  });
+
+  test("a worktree given through a symlink is the same worktree: touches in it count (found in a hunt)", async () => {
+    const link = join(mkdtempSync(join(tmpdir(), "opc-explain-")), "link");
+    symlinkSync(join(repo, "tests/fixtures/monorepo"), link);
+    try {
+      const { code, stdout } = await explain("tests/fixtures/monorepo", "--worktree", link, "--touch", "services/api/plugins/payments/src/charge.ts");
+      expect(code).toBe(0);
+      expect(stdout).toContain("services/api/plugins/payments/AGENTS.md  touched");
+    } finally {
+      rmSync(dirname(link), { recursive: true, force: true });
+    }
   });
 
   test("a missing directory is a clear error", async () => {
