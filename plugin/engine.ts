@@ -4,7 +4,7 @@ import { basename, dirname, isAbsolute, join, relative, resolve } from "node:pat
 import { clearDocs, compose, countsRevision, knownTokens, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
 import { frameCost } from "./block/plan.ts";
 import { escapeInline } from "./block/escape.ts";
-import { BLOCK_OPEN, unloadNotice, watchNotice, type WatchChange } from "./block/render.ts";
+import { BLOCK_OPEN, deletedNotice, sectionPrefix, unloadNotice, watchNotice, type WatchChange } from "./block/render.ts";
 import { disposeTokens, textBound } from "./block/tokens.ts";
 import type { FileVersion } from "./files/contained.ts";
 import { readContained } from "./files/contained.ts";
@@ -1277,18 +1277,20 @@ export class Engine {
         else this.unloadTarget(session, target, await this.fresh(session, true));
       }
       const hierarchy = await this.fresh(session);
+      // Oldest first: a later copy of another version of a file, or the notice of its deletion, is the
+      // model's latest word on it, whatever an earlier output carried of the text on disk now.
       for (const carried of history.carried) {
         for (const named of carried.loaded) {
           const file = this.fileNamed(hierarchy, named);
-          if (file !== undefined && carried.text.includes(`${HOST_MARKER}${named}\n${file.raw}`)) {
-            session.hold(file.path, { sha256: file.sha256, held: "whole", carrier: carried.carrier, dir: file.dir });
-          }
+          if (file === undefined) continue;
+          if (carried.text.includes(`${HOST_MARKER}${named}\n${file.raw}`)) session.hold(file.path, { sha256: file.sha256, held: "whole", carrier: carried.carrier, dir: file.dir });
+          else session.drop(file.path);
         }
         if (!carried.text.includes("<project-context")) continue;
         for (const file of hierarchy.files) {
           if (wholeSections(file).some((section) => carried.text.includes(section))) {
             session.hold(file.path, { sha256: file.sha256, held: "whole", carrier: carried.carrier, dir: file.dir });
-          }
+          } else if (carried.text.includes(sectionPrefix(file.rel)) || carried.text.includes(deletedNotice(file.rel))) session.drop(file.path);
         }
       }
       // What the conversation no longer carries as it is now (pruned since, or edited since it was

@@ -368,6 +368,36 @@ describe("no rebuild repeats what a live tool output carries (found in review)",
     }
   });
 
+  for (const change of ["edited back to the text first sent", "announced deleted, then made again as it was"]) {
+    test(`a continued session whose delivered file was ${change} gets it again: the latest copy in its history decides (found in a hunt)`, async () => {
+      const plugin = await open();
+      await plugin.step("s");
+      const web = join(plugin.root, "apps/web/AGENTS.md");
+      const v1 = await readFile(web, "utf8");
+      const args = { filePath: "apps/web/src/App.tsx" };
+      const c1 = await toolWithId(plugin, "c1", args);
+      if (change.startsWith("edited")) await writeFile(web, `${v1}- V2 ONLY: indent with tabs.\n`);
+      else await rm(web);
+      const c2 = await toolWithId(plugin, "c2", args);
+      expect(c2).toContain(change.startsWith("edited") ? "V2 ONLY" : "apps/web/AGENTS.md no longer applies");
+      // Between `opencode run` and `opencode run -c`: the model's latest word on the file is stale.
+      await writeFile(web, v1);
+      const call = (callID: string, output: string) => ({ type: "tool", callID, tool: "read", state: { status: "completed", input: args, output, time: { start: 1, end: 2 } } });
+      const history = [
+        { info: { id: "msg_1", role: "user", sessionID: "s" }, parts: [{ type: "text", text: "hi" }] },
+        { info: { id: "msg_2", role: "assistant", sessionID: "s" }, parts: [call("c1", c1), call("c2", c2)] },
+      ];
+      const again = await start(plugin.root, {}, { history });
+      try {
+        const system = (await again.step("s")) ?? "";
+        const next = await toolWithId(again, "c3", args);
+        expect(sectionPaths(system + next)).toContain("apps/web/AGENTS.md");
+      } finally {
+        await again.dispose();
+      }
+    });
+  }
+
   test("a read reminder before the session's first step is not repeated by its first block", async () => {
     const plugin = await open();
     const path = join(plugin.root, "apps/web/AGENTS.md");

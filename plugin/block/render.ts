@@ -24,8 +24,10 @@ const PREAMBLES: Readonly<Record<BlockKind, string>> = {
 
 export const blockHead = (kind: BlockKind) => `${BLOCK_OPEN}${PREAMBLES[kind]}\n`;
 
-export const sectionHead = (rel: string, updated: boolean) =>
-  `<context-file path="${escapeAttribute(rel)}"${updated ? ' status="updated"' : ""}>\n`;
+/** What every section of the file at `rel` starts with, whatever its status. */
+export const sectionPrefix = (rel: string) => `<context-file path="${escapeAttribute(rel)}"`;
+
+export const sectionHead = (rel: string, updated: boolean) => `${sectionPrefix(rel)}${updated ? ' status="updated"' : ""}>\n`;
 
 /** Closes a whole section; model text has no trailing whitespace, hence the line break first. */
 export const WHOLE_TAIL = "\n</context-file>\n";
