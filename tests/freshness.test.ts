@@ -241,7 +241,7 @@ describe("bulk changes (found in a hunt)", () => {
     await plugin.stepUntil("s", (block) => block?.includes("PKG v3") === true, "the later edit", 1500);
   }, 20_000);
 
-  test("1,500 context files saved at once (a checkout) are read at the next step without blocking the event loop: each is read once, in slices", async () => {
+  test("1,500 context files saved at once (a checkout) are read at the next step without blocking the event loop: each directory stat'd and each file read once, in slices", async () => {
     const N = 1500;
     const text = (rel: string) => `# ${rel}\n${"- a rule line\n".repeat(40)}`;
     const files: Record<string, string> = { "AGENTS.md": "# root\n", "docs/AGENTS.md": "---\ninclude: always\n---\n# ALWAYS\n" };
@@ -261,7 +261,7 @@ describe("bulk changes (found in a hunt)", () => {
     const others = await largestStall(step);
     for (const dir of dirs) writeFileSync(join(plugin.root, dir, "AGENTS.md"), text(dir));
     const contextFiles = await largestStall(step);
-    // 117-147 ms when each event read its file's head inside the watcher's drain.
-    expect({ others: others.stallMs < 50, contextFiles: contextFiles.stallMs < 50 }).toEqual({ others: true, contextFiles: true });
+    // 117-147 ms when each event read its file's head inside the watcher's drain; 31-34 while the 1,500 directories' stats ran in one task.
+    expect({ others: others.stallMs < 20, contextFiles: contextFiles.stallMs < 20 }).toEqual({ others: true, contextFiles: true });
   }, 60_000);
 });
