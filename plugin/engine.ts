@@ -4,7 +4,7 @@ import { basename, dirname, isAbsolute, join, relative, resolve } from "node:pat
 import { clearDocs, compose, countsRevision, knownTokens, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
 import { frameCost } from "./block/plan.ts";
 import { escapeInline } from "./block/escape.ts";
-import { BLOCK_OPEN, deletedNotice, sectionPrefix, unloadNotice, watchNotice, type WatchChange } from "./block/render.ts";
+import { deletedNotice, sectionPrefix, unloadNotice, watchNotice, type WatchChange } from "./block/render.ts";
 import { disposeTokens, textBound } from "./block/tokens.ts";
 import type { FileVersion } from "./files/contained.ts";
 import { readContained } from "./files/contained.ts";
@@ -22,7 +22,7 @@ import { isInside, realPathOr, relativePosix, statPrint } from "./paths.ts";
 import { contextNamesOf } from "./files/names.ts";
 import { NearIgnores, readIgnoreBasis, type IgnoreBasisResult } from "./files/worktree-index.ts";
 import type { ResolvedOptions } from "./options.ts";
-import { nextTurn } from "./turns.ts";
+import { inSlices, nextTurn } from "./turns.ts";
 import { applyRules, awaitedBy, CRITICAL_TIER, hasImports, type Ruled } from "./rules/apply.ts";
 import type { Catalog } from "./rules/catalog.ts";
 import { appliesToAgent, describeProblem, matchesWatch, readContract, type Contract, type MatchWork } from "./rules/contract.ts";
@@ -372,7 +372,7 @@ export class Engine {
       const present = session.present;
       for (const path of [...session.knownPaths()]) {
         const carrier = session.known(path)!.carrier;
-        if (present === undefined || carrier === SYSTEM_CARRIER || !present.has(carrier)) session.drop(path);
+        if (present === undefined || carrier === SYSTEM_CARRIER || !present(carrier, path)) session.drop(path);
       }
     }
     // Whatever the reason for the build, a file a live tool output or message carries whole at this version is not repeated.
@@ -403,10 +403,9 @@ export class Engine {
   async afterTool(sessionID: string, tool: unknown, callID: unknown, args: unknown, result: ToolResult): Promise<void> {
     if (this.disposed || typeof result?.output !== "string") return;
     const session = this.sessions.get(sessionID);
-    // A pruned output is known by its call's id alone: a call without one, or with the id of a call
-    // that still carries files (providers that number calls per response), carries none; they ride on
-    // the next tool output or user message.
-    const carrier = typeof callID === "string" && callID !== "" && callID !== SYSTEM_CARRIER && !session.carries(callID) ? callID : undefined;
+    // Known by its call's id (empty, or reused by providers that number calls per response: what a
+    // prune took is then judged file by file, see observe). "system" is the plugin's own block.
+    const carrier = typeof callID === "string" && callID !== SYSTEM_CARRIER ? callID : undefined;
     // The tool's own writes are saved by now: what is read after this moment has them.
     const since = performance.now();
     const loaded = tool === "read" ? strings((result.metadata as { loaded?: unknown } | undefined)?.loaded) : [];
@@ -462,15 +461,20 @@ export class Engine {
   /** OpenCode's messages as about to be sent: a pruned tool output that carried a file sends it back to the system block. */
   observe(messages: unknown): void {
     if (this.disposed) return;
-    const scanned = scanMessages(messages, (sessionID, callID) => this.sessions.peek(sessionID)?.carries(callID) === true, showsCopy);
-    for (const [sessionID, { summary, carriers, pruned }] of scanned) {
+    const scanned = scanMessages(messages, (sessionID, callID) => this.sessions.peek(sessionID)?.carries(callID) === true);
+    for (const [sessionID, { summary, kept, keptOutputs, pruned }] of scanned) {
       const session = this.sessions.peek(sessionID);
       if (session === undefined) continue;
-      for (const carrier of pruned) for (const path of session.pruned(carrier)) session.returning.add(path);
+      if (pruned.length > 0) {
+        // One id may name several parts: a file another part of its id still shows stays where it is.
+        const outputs = keptOutputs(new Set(pruned));
+        for (const carrier of pruned) for (const path of session.pruned(carrier, (path) => this.shown(outputs.get(carrier), path))) session.returning.add(path);
+      }
       if (summary === undefined || summary === session.compactions.lastSummary) continue;
       session.compactions.lastSummary = summary;
       session.compactions.seen++;
-      session.present = carriers();
+      const { messages: userMessages, outputs } = kept();
+      session.present = (carrier, path) => userMessages.has(carrier) || this.shown(outputs.get(carrier), path);
       if (session.compactions.seen > session.compactions.handled) this.askRebuild(session);
     }
   }
@@ -1224,6 +1228,14 @@ export class Engine {
     return hierarchy.byPath.get(join(this.store.realRoot, relative(this.settings.worktree, named)));
   }
 
+  /** Whether one of `outputs` shows a copy of the file at `path`: a section of the plugin's, or OpenCode's reminder of it (by its real or its worktree path). */
+  private shown(outputs: readonly string[] | undefined, path: string): boolean {
+    if (outputs === undefined) return false;
+    const rel = this.relOf(path);
+    const marks = [sectionPrefix(rel), `${HOST_MARKER}${path}\n`, `${HOST_MARKER}${join(this.settings.worktree, rel)}\n`];
+    return outputs.some((output) => marks.some((mark) => output.includes(mark)));
+  }
+
   private relOf(path: string): string {
     return relative(this.store.realRoot, path);
   }
@@ -1278,21 +1290,32 @@ export class Engine {
       }
       const hierarchy = await this.fresh(session);
       // Oldest first: a later copy of another version of a file, or the notice of its deletion, is the
-      // model's latest word on it, whatever an earlier output carried of the text on disk now.
-      for (const carried of history.carried) {
-        for (const named of carried.loaded) {
+      // model's latest word on it, whatever an earlier output carried of the text on disk now. The
+      // files a text names are found by their section heads and notices, not by trying every file
+      // on every text (600 outputs of a 600-file session took 2.5 s in one task), in slices.
+      const byHead = new Map(hierarchy.files.map((file) => [sectionPrefix(file.rel), file]));
+      const byNotice = new Map(hierarchy.files.map((file) => [deletedNotice(file.rel), file]));
+      const holdWhole = (file: FileVersion, carrier: string) => session.hold(file.path, { sha256: file.sha256, held: "whole", carrier, dir: file.dir });
+      await inSlices(history.carried, RESTORE_SLICE_MS, ({ text, carrier, loaded }) => {
+        for (const named of loaded) {
           const file = this.fileNamed(hierarchy, named);
           if (file === undefined) continue;
-          if (carried.text.includes(`${HOST_MARKER}${named}\n${file.raw}`)) session.hold(file.path, { sha256: file.sha256, held: "whole", carrier: carried.carrier, dir: file.dir });
+          if (text.includes(`${HOST_MARKER}${named}\n${file.raw}`)) holdWhole(file, carrier);
+          // Another text of it (an older version); none at all is a reminder the plugin took out as a repeat.
+          else if (text.includes(`${HOST_MARKER}${named}\n`)) session.drop(file.path);
+        }
+        if (!text.includes("<project-context")) return;
+        for (let at = text.indexOf(SECTION_START); at !== -1; at = text.indexOf(SECTION_START, at + 1)) {
+          const file = byHead.get(text.slice(at, text.indexOf('"', at + SECTION_START.length) + 1));
+          if (file === undefined) continue;
+          if (wholeSections(file).some((section) => text.includes(section))) holdWhole(file, carrier);
           else session.drop(file.path);
         }
-        if (!carried.text.includes("<project-context")) continue;
-        for (const file of hierarchy.files) {
-          if (wholeSections(file).some((section) => carried.text.includes(section))) {
-            session.hold(file.path, { sha256: file.sha256, held: "whole", carrier: carried.carrier, dir: file.dir });
-          } else if (carried.text.includes(sectionPrefix(file.rel)) || carried.text.includes(deletedNotice(file.rel))) session.drop(file.path);
+        for (let at = text.indexOf(DELETED_TAIL); at !== -1; at = text.indexOf(DELETED_TAIL, at + 1)) {
+          const file = byNotice.get(text.slice(text.lastIndexOf("\n", at) + 1, at + DELETED_TAIL.length));
+          if (file !== undefined) session.drop(file.path);
         }
-      }
+      });
       // What the conversation no longer carries as it is now (pruned since, or edited since it was
       // sent) goes back to the system block, so the continued run's first request has it: that run
       // may answer without a single tool call.
@@ -1369,10 +1392,11 @@ function stateText(file: FileRecord): string {
   }
 }
 
-/** A tool output that still shows a copy of context files: the plugin's block, or OpenCode's own reminder. */
-function showsCopy(output: string): boolean {
-  return output.includes(BLOCK_OPEN) || output.includes(HOST_MARKER);
-}
+/** A restore's work on its history, per slice of the event loop. */
+const RESTORE_SLICE_MS = 4;
+/** How every section head starts, and how a deletion notice ends (see render.ts). */
+const SECTION_START = sectionPrefix("").slice(0, -1);
+const DELETED_TAIL = deletedNotice("").slice(1);
 
 function depth(dir: string): number {
   let count = 0;

@@ -407,19 +407,17 @@ describe("no rebuild repeats what a live tool output carries (found in review)",
     expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md"]);
   });
 
-  test("a tool call without an id, or with the id of a call that still carries files, carries none: they ride on the next user message (found in a hunt)", async () => {
+  test("a tool call without an id carries files as any other, and a prune of its output sends them back; the id \"system\" carries none (found in a hunt)", async () => {
     const plugin = await open();
-    await plugin.step("s");
-    // No id: a pruned output could not be told apart, so nothing rides on it.
-    expect(await toolWithId(plugin, "", { filePath: "apps/web/src/App.tsx" })).toBe("x");
-    expect(sectionPaths((await userMessage(plugin, "s")).map((part) => part.text).join(""))).toEqual(["apps/web/AGENTS.md"]);
-    // Providers that number calls per response send call_0 again at the next step.
-    expect(sectionPaths(await toolWithId(plugin, "call_0", { filePath: "services/api/src/server.ts" }))).toEqual(["services/api/AGENTS.md"]);
-    await plugin.step("s");
-    expect(await toolWithId(plugin, "call_0", { filePath: "tools/scripts/release.sh" })).toBe("x");
-    expect(sectionPaths((await userMessage(plugin, "s")).map((part) => part.text).join(""))).toEqual(["tools/scripts/CLAUDE.md"]);
-    // And "system", the plugin's own name for its block, is no carrier either.
-    expect(await toolWithId(plugin, "system", { filePath: "services/api/plugins/payments/src/charge.ts" })).toBe("x");
+    const first = await plugin.step("s");
+    const output = await toolWithId(plugin, "", { filePath: "apps/web/src/App.tsx" });
+    expect(sectionPaths(output)).toEqual(["apps/web/AGENTS.md"]);
+    await plugin.hooks["experimental.chat.messages.transform"]!({} as never, { messages: [{ info: { id: "m1", sessionID: "s", role: "assistant" }, parts: [part(output, 3, "")] }] } as never);
+    expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md", "apps/web/AGENTS.md"]);
+    expect(first).not.toContain("apps/web/AGENTS.md");
+    // "system" names the plugin's own block: a call of that id carries nothing, its file rides on the next user message.
+    expect(await toolWithId(plugin, "system", { filePath: "services/api/src/server.ts" })).toBe("x");
+    expect(sectionPaths((await userMessage(plugin, "s")).map((part) => part.text).join(""))).toEqual(["services/api/AGENTS.md"]);
   });
 
   test("after an unload, the next tool call that touches the file's directory brings it back, even through a path touched before (found in a hunt)", async () => {
@@ -437,11 +435,11 @@ describe("no rebuild repeats what a live tool output carries (found in review)",
     const first = await toolWithId(plugin, "call_0", { filePath: "apps/web/src/App.tsx" });
     await plugin.step("s");
     const second = await toolWithId(plugin, "call_0", { filePath: "services/api/src/server.ts" });
-    const message = (await userMessage(plugin, "s")).map((part) => part.text).join("");
+    expect(sectionPaths(second)).toEqual(["services/api/AGENTS.md"]);
     await prunedThenKept(plugin, first, second);
     const system = (await plugin.step("s")) ?? "";
     expect(sectionPaths(system)).toEqual(["AGENTS.md", "apps/web/AGENTS.md"]);
-    expect(count(system + second + message, '<context-file path="services/api/AGENTS.md"')).toBe(1);
+    expect(count(system + second, '<context-file path="services/api/AGENTS.md"')).toBe(1);
   });
 
   test("a reused call id: a pruned part that carried nothing sends back nothing a live part of that id carries (found in a hunt)", async () => {

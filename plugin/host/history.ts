@@ -74,66 +74,71 @@ export function readHistory(messages: unknown): History {
 export interface Scanned {
   /** The id of its latest compaction summary, if any. */
   summary?: string;
-  /** Every carrier its messages still hold (tool calls not pruned, user messages): built on demand. */
-  carriers: () => Set<string>;
-  /** Its tool calls among the carriers asked about that OpenCode has pruned (from then on the model gets "[Old tool result content cleared]"). */
+  /** What its messages still hold (user messages, tool outputs not pruned): built on demand. */
+  kept: () => KeptCarriers;
+  /** Its tool calls among the carriers asked about of which OpenCode has pruned a part (from then on that part reads "[Old tool result content cleared]"). */
   pruned: string[];
+  /** The outputs of its tool parts not pruned, for the ids given. */
+  keptOutputs: (callIDs: ReadonlySet<string>) => ReadonlyMap<string, readonly string[]>;
+}
+
+/** User messages by id, and tool outputs not pruned by their call's id (one id may name several parts). */
+export interface KeptCarriers {
+  readonly messages: ReadonlySet<string>;
+  readonly outputs: ReadonlyMap<string, readonly string[]>;
 }
 
 /**
  * One pass over the messages of a request (`experimental.chat.messages.transform` runs before every
- * step): per session, its latest compaction summary, and which of `isCarrier`'s tool calls were
+ * step): per session, its latest compaction summary, and which of `isCarrier`'s tool calls had a part
  * pruned. OpenCode keeps the turns after a compaction point verbatim, so what they carry is still in
- * the conversation: `carriers` says what is.
- *
- * Some providers number tool calls per response (`call_0` at every step), so one id can name several
- * parts, of which only one carries files (the plugin never delivers on an id that already carries),
- * and the carrier may be summarized away while a later part of its id is kept. So a tool call counts
- * by its outputs: pruned only when no part of its id left shows a copy (`showsCopy`: the plugin's
- * block, OpenCode's reminder), present only while one does.
+ * the conversation: `kept` says what is. Some providers give calls no id, or number them per response
+ * (`call_0` at every step): one id may name several parts, so what a pruned id's files still have is
+ * for the caller to judge file by file, from the outputs of that id's parts still kept.
  */
-export function scanMessages(messages: unknown, isCarrier: (sessionID: string, callID: string) => boolean, showsCopy: (output: string) => boolean): Map<string, Scanned> {
+export function scanMessages(messages: unknown, isCarrier: (sessionID: string, callID: string) => boolean): Map<string, Scanned> {
   const list = asArray(messages) as MessageShape[];
   const found = new Map<string, Scanned>();
   for (const message of list) {
     const { sessionID, id, summary } = message?.info ?? {};
     if (typeof sessionID !== "string") continue;
     let scanned = found.get(sessionID);
-    if (scanned === undefined) found.set(sessionID, (scanned = { carriers: () => carriersOf(list, sessionID, showsCopy), pruned: [] }));
+    if (scanned === undefined) {
+      const outputsOf = (callIDs?: ReadonlySet<string>) => keptToolOutputs(list, sessionID, callIDs);
+      found.set(sessionID, (scanned = { kept: () => ({ messages: userMessageIds(list, sessionID), outputs: outputsOf() }), keptOutputs: outputsOf, pruned: [] }));
+    }
     if (summary === true && typeof id === "string") scanned.summary = id;
     for (const part of asArray(message.parts) as PartShape[]) {
       if (part?.type !== "tool" || part.state?.time?.compacted === undefined || typeof part.callID !== "string") continue;
-      if (isCarrier(sessionID, part.callID)) scanned.pruned.push(part.callID);
+      if (isCarrier(sessionID, part.callID) && !scanned.pruned.includes(part.callID)) scanned.pruned.push(part.callID);
     }
-  }
-  for (const [sessionID, scanned] of found) {
-    if (scanned.pruned.length === 0) continue;
-    const shown = idsShowingCopies(list, sessionID, new Set(scanned.pruned), showsCopy);
-    scanned.pruned = scanned.pruned.filter((callID) => !shown.has(callID));
   }
   return found;
 }
 
-function carriersOf(list: readonly MessageShape[], sessionID: string, showsCopy: (output: string) => boolean): Set<string> {
-  const carriers = idsShowingCopies(list, sessionID, undefined, showsCopy);
+function userMessageIds(list: readonly MessageShape[], sessionID: string): Set<string> {
+  const ids = new Set<string>();
   for (const message of list) {
-    if (message?.info?.sessionID === sessionID && message.info.role === "user" && typeof message.info.id === "string") carriers.add(message.info.id);
+    if (message?.info?.sessionID === sessionID && message.info.role === "user" && typeof message.info.id === "string") ids.add(message.info.id);
   }
-  return carriers;
+  return ids;
 }
 
-/** The ids (of `among`, or any) of the session's tool parts, not pruned, whose output shows a copy. */
-function idsShowingCopies(list: readonly MessageShape[], sessionID: string, among: ReadonlySet<string> | undefined, showsCopy: (output: string) => boolean): Set<string> {
-  const shown = new Set<string>();
+/** The session's tool outputs not pruned, by call id (of `callIDs` only, when given). */
+function keptToolOutputs(list: readonly MessageShape[], sessionID: string, callIDs?: ReadonlySet<string>): Map<string, string[]> {
+  const outputs = new Map<string, string[]>();
   for (const message of list) {
     if (message?.info?.sessionID !== sessionID) continue;
     for (const part of asArray(message.parts) as PartShape[]) {
-      if (part?.type !== "tool" || typeof part.callID !== "string" || among?.has(part.callID) === false || part.state?.time?.compacted !== undefined) continue;
+      if (part?.type !== "tool" || typeof part.callID !== "string" || callIDs?.has(part.callID) === false || part.state?.time?.compacted !== undefined) continue;
       const output = part.state?.output;
-      if (typeof output === "string" && showsCopy(output)) shown.add(part.callID);
+      if (typeof output !== "string") continue;
+      const known = outputs.get(part.callID);
+      if (known === undefined) outputs.set(part.callID, [output]);
+      else known.push(output);
     }
   }
-  return shown;
+  return outputs;
 }
 
 function asArray(value: unknown): unknown[] {

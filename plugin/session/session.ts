@@ -45,8 +45,8 @@ export class Session {
    * asks for the rebuild, the other one is then no news.
    */
   compactions = { seen: 0, evented: 0, handled: 0, lastSummary: "" };
-  /** After a compaction: the carriers the conversation still has (OpenCode keeps recent turns verbatim); undefined when unknown. */
-  present: ReadonlySet<string> | undefined;
+  /** After a compaction: whether the conversation still has a file where a carrier put it (OpenCode keeps recent turns verbatim); undefined when unknown. */
+  present: ((carrier: string, path: string) => boolean) | undefined;
   private readonly knownFiles = new Map<string, Known>();
   /** How many files each directory has that the conversation knows only by name: a call reaching one may owe them. */
   private readonly namedByDir = new Map<string, number>();
@@ -254,8 +254,9 @@ export class Session {
   }
 
   /** The files `carrier` held; they are no longer known to the model. */
-  pruned(carrier: string): string[] {
-    const paths = [...(this.carried.get(carrier) ?? [])];
+  /** The files `carrier` held that `stillShown` says no kept part of its id shows: they are no longer known to the model. */
+  pruned(carrier: string, stillShown: (path: string) => boolean): string[] {
+    const paths = [...(this.carried.get(carrier) ?? [])].filter((path) => !stillShown(path));
     for (const path of paths) this.drop(path);
     return paths;
   }

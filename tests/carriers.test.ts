@@ -1,0 +1,147 @@
+import { describe, expect, test } from "bun:test";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { projects, sectionPaths, start, type Started } from "./helpers/harness.ts";
+import { largestStall } from "./helpers/stall.ts";
+
+const openProject = projects();
+const open = () => openProject("monorepo");
+const count = (text: string, needle: string) => text.split(needle).length - 1;
+
+/** A tool call as OpenCode runs it (before, then after), with an explicit call id; returns what the model gets. */
+async function call(plugin: Started, callID: string, tool: string, args: Record<string, unknown>, output = "x", metadata: Record<string, unknown> = {}) {
+  await plugin.touch("s", tool, args);
+  const result = { title: tool, output, metadata };
+  await plugin.hooks["tool.execute.after"]!({ tool, sessionID: "s", callID, args } as never, result as never);
+  return result.output;
+}
+const part = (output: string, callID: string, compacted?: number, input: unknown = {}, loaded?: string[]) => ({
+  type: "tool", callID, tool: "read",
+  state: { status: "completed", input, output, ...(loaded ? { metadata: { loaded } } : {}), time: { start: 1, end: 2, ...(compacted === undefined ? {} : { compacted }) } },
+});
+async function transform(plugin: Started, parts: unknown[]) {
+  const messages = parts.map((p, i) => ({ info: { id: `m${i}`, sessionID: "s", role: "assistant" }, parts: [p] }));
+  await plugin.hooks["experimental.chat.messages.transform"]!({} as never, { messages } as never);
+}
+
+/** call_0 carries apps/web/AGENTS.md at one step; at the next, a read of the same id carries OpenCode's reminder of services/api/AGENTS.md. */
+async function carrierThenReminder() {
+  const plugin = await open();
+  await plugin.step("s");
+  const first = await call(plugin, "call_0", "read", { filePath: "apps/web/src/App.tsx" });
+  expect(sectionPaths(first)).toEqual(["apps/web/AGENTS.md"]);
+  await plugin.step("s");
+  const api = join(plugin.root, "services/api/AGENTS.md");
+  const reminder = `\n\n<system-reminder>\nInstructions from: ${api}\n${await readFile(api, "utf8")}\n</system-reminder>`;
+  const second = await call(plugin, "call_0", "read", { filePath: "services/api/src/server.ts" }, `<content>1: y</content>${reminder}`, { loaded: [api] });
+  return { plugin, first, second };
+}
+
+describe("reused call ids: what a prune or a compaction took is judged file by file (found in review)", () => {
+  test("a pruned carrier comes back though a later, kept part of its id quotes 'Instructions from: ' in an ordinary file", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    const first = await call(plugin, "call_0", "read", { filePath: "apps/web/src/App.tsx" });
+    expect(sectionPaths(first)).toEqual(["apps/web/AGENTS.md"]);
+    await plugin.step("s");
+    // The agent reads a doc that quotes OpenCode's marker (this plugin's README does); no context file of it.
+    const second = await call(plugin, "call_0", "read", { filePath: "README.md" }, "<content>1: lines start with Instructions from: /abs/AGENTS.md</content>");
+    await transform(plugin, [part(first, "call_0", 3), part(second, "call_0")]);
+    expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md", "apps/web/AGENTS.md"]);
+  });
+
+  test("a pruned carrier comes back though a later, kept read of its id carries OpenCode's reminder of another file", async () => {
+    const { plugin, first, second } = await carrierThenReminder();
+    // OpenCode prunes the oldest output first.
+    await transform(plugin, [part(first, "call_0", 3), part(second, "call_0")]);
+    expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md", "apps/web/AGENTS.md"]);
+  });
+
+  test("after a compaction, a kept read that reuses a summarized carrier's id and carries OpenCode's reminder of another file does not keep the carrier's files", async () => {
+    const { plugin, second: kept } = await carrierThenReminder();
+    const messages = [
+      { info: { id: "msg_c", sessionID: "s", role: "user" }, parts: [{ type: "compaction" }] },
+      { info: { id: "msg_s", sessionID: "s", role: "assistant", summary: true }, parts: [{ type: "text", text: "summary" }] },
+      { info: { id: "msg_k", sessionID: "s", role: "assistant" }, parts: [part(kept, "call_0")] },
+    ];
+    await plugin.hooks["experimental.chat.messages.transform"]!({} as never, { messages } as never);
+    await plugin.hooks.event!({ event: { type: "session.compacted", properties: { sessionID: "s" } } } as never);
+    // apps/web/AGENTS.md was only in the summarized call_0: the rebuilt block must hold it.
+    expect(sectionPaths(await plugin.step("s"))).toContain("apps/web/AGENTS.md");
+  });
+
+  test("OpenCode's reminder on a call that may carry nothing (empty id) still counts: its file is not sent a second time", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    const api = join(plugin.root, "services/api/AGENTS.md");
+    const raw = await readFile(api, "utf8");
+    const reminder = `\n\n<system-reminder>\nInstructions from: ${api}\n${raw}\n</system-reminder>`;
+    const first = await call(plugin, "", "read", { filePath: "services/api/src/server.ts" }, `<content>1: y</content>${reminder}`, { loaded: [api] });
+    expect(first).toContain(raw);
+    await plugin.step("s");
+    // OpenCode's own loaded set has it: no reminder on this read; the plugin must not send it either.
+    const second = await call(plugin, "c2", "grep", { pattern: "x", path: "services/api/src" });
+    expect(count(first + second, '<context-file path="services/api/AGENTS.md"') + count(first, `Instructions from: ${api}`)).toBe(1);
+  });
+});
+
+describe("a continued session (found in review)", () => {
+  test("a later read whose duplicate reminder the plugin stripped does not make a restored session send the file again", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    const web = join(plugin.root, "apps/web/AGENTS.md");
+    const raw = await readFile(web, "utf8");
+    // An edit reaches apps/web: the plugin delivers the file on it.
+    const c1 = await call(plugin, "c1", "edit", { filePath: "apps/web/src/App.tsx" });
+    expect(sectionPaths(c1)).toEqual(["apps/web/AGENTS.md"]);
+    // A read there: OpenCode (which knows nothing of c1's copy) appends its reminder; the plugin strips it.
+    const reminder = `\n\n<system-reminder>\nInstructions from: ${web}\n${raw}\n</system-reminder>`;
+    const c2 = await call(plugin, "c2", "read", { filePath: "apps/web/src/App.tsx" }, `<content>1: y</content>${reminder}`, { loaded: [web] });
+    expect(c2).toBe("<content>1: y</content>");
+    const history = [
+      { info: { id: "msg_1", role: "user", sessionID: "s" }, parts: [{ type: "text", text: "hi" }] },
+      { info: { id: "msg_2", role: "assistant", sessionID: "s" }, parts: [
+        { ...part(c1, "c1", undefined, { filePath: "apps/web/src/App.tsx" }), tool: "edit" },
+        part(c2, "c2", undefined, { filePath: "apps/web/src/App.tsx" }, [web]),
+      ] },
+    ];
+    const again = await start(plugin.root, {}, { history });
+    try {
+      const system = (await again.step("s")) ?? "";
+      const next = await call(again, "c3", "read", { filePath: "apps/web/src/App.tsx" });
+      // The model holds c1's whole copy; neither the block nor the next output repeats it.
+      expect(count(c1 + system + next, '<context-file path="apps/web/AGENTS.md"')).toBe(1);
+    } finally {
+      await again.dispose();
+    }
+  });
+
+  test("restoring a session whose history delivered 600 files, each on its own output, does not block the event loop (2.5 s in one task before)", async () => {
+    const files: Record<string, string> = { "AGENTS.md": "# root\n" };
+    const dirs = Array.from({ length: 600 }, (_, i) => `g${i % 30}/p${i}`);
+    for (const d of dirs) Object.assign(files, { [`${d}/AGENTS.md`]: `# ${d}\n${"- a rule line\n".repeat(40)}`, [`${d}/x.ts`]: "" });
+    const plugin = await openProject(undefined, { records: false }, { files });
+    const parts: unknown[] = [];
+    for (const [i, d] of dirs.entries()) {
+      await plugin.step("s");
+      const args = { filePath: `${d}/x.ts` };
+      await plugin.touch("s", "read", args);
+      const result = { title: "read", output: "x", metadata: {} };
+      await plugin.hooks["tool.execute.after"]!({ tool: "read", sessionID: "s", callID: `c${i}`, args } as never, result as never);
+      parts.push({ type: "tool", callID: `c${i}`, tool: "read", state: { status: "completed", input: args, output: result.output, time: { start: 1, end: 2 } } });
+    }
+    const history = [
+      { info: { id: "msg_1", role: "user", sessionID: "s" }, parts: [{ type: "text", text: "hi" }] },
+      { info: { id: "msg_2", role: "assistant", sessionID: "s" }, parts },
+    ];
+    const again = await start(plugin.root, { records: false }, { history });
+    try {
+      const { stallMs, result } = await largestStall(() => again.step("s"));
+      // Every file is still carried by its output: the restored block adds none.
+      expect((result ?? "").includes("g0/p0/AGENTS.md")).toBe(false);
+      expect(stallMs).toBeLessThan(50);
+    } finally {
+      await again.dispose();
+    }
+  }, 60_000);
+});
