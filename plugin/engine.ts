@@ -749,6 +749,8 @@ export class Engine {
    */
   private async fresh(session: Session, ordered = false, since = performance.now()): Promise<Ruled> {
     await this.readyToRead();
+    // First: the catalog's refresh gives the loop turns, and no turn may come between the hierarchy and its rules.
+    if (!this.catalogBuilding) await this.catalog?.refresh(since);
     let hierarchy = await this.raw(session, ordered, since);
     // A step does not wait for the catalog (git's listing of the worktree and a read of each context
     // file's head), except to inline imports (which must know what git ignores everywhere) or follow
@@ -757,10 +759,7 @@ export class Engine {
       await this.catalogBuilt();
       hierarchy = await this.raw(session, ordered, since);
     }
-    if (!this.catalogBuilding) {
-      await this.catalog?.refresh(since);
-      if (session.unranked.length > 0) for (const text of session.unranked.splice(0)) this.attach(session, text);
-    }
+    if (!this.catalogBuilding && session.unranked.length > 0) for (const text of session.unranked.splice(0)) this.attach(session, text);
     const ruled = this.rule(session, hierarchy);
     this.checkWatches(session, ruled);
     return ruled;
@@ -952,9 +951,11 @@ export class Engine {
     const checked = new Set<string>();
     for (const touch of session.touched.values()) {
       if (!touch.isFile) continue;
-      checked.add(touch.path);
       const real = realOf(touch.path);
-      if (real !== undefined) touchedFiles.push(real);
+      // A touch this hierarchy has no start for (it came in while the hierarchy was read) is checked by a later one.
+      if (real === undefined) continue;
+      checked.add(touch.path);
+      touchedFiles.push(real);
     }
     const ruled = applyRules(withExtras(hierarchy, extras), {
       agent,
@@ -1006,7 +1007,8 @@ export class Engine {
     for (const touch of session.touched.values()) {
       if (!touch.isFile || checked.has(touch.path)) continue;
       const real = this.realOfTouch(hierarchy, touch.path);
-      if (real !== undefined && !awaitedBy(ruled.awaiting, real, this.store.realRoot, session.matched).next().done) return true;
+      if (real === undefined) continue;
+      if (!awaitedBy(ruled.awaiting, real, this.store.realRoot, session.matched).next().done) return true;
       checked.add(touch.path);
     }
     return false;
