@@ -780,7 +780,9 @@ export class FileStore {
     // Handled at the end of the inotify drain dispatching the event (InotifyUser.drained), or when the
     // next check begins (fs.watch events come one by one; a step's hierarchy is worked out again
     // when its settle moves the generation).
-    if (this.records.has(child) || this.watched.has(child) || this.missing.has(child) || this.startsBelow(child)) this.structureChanged(child);
+    if (this.records.has(child) || this.watched.has(child) || this.startsBelow(child)) this.structureChanged(child);
+    // A missing directory waited for (or a file where a path went on): only its making counts, not an edit of the file.
+    else if (this.missing.has(child) && realAndStat(child)?.[1] === true) this.structureChanged(child);
     // The watched directory itself going (or renamed) is reported under its own name.
     if (name === basename(dir)) this.structureChanged(dir);
   }

@@ -893,3 +893,38 @@ describe("watches and memory", () => {
     expect(log.lines.map((line) => line.message).join("\n")).toContain(`${join(root, "AGENTS.md")}: its frontmatter was dropped`);
   });
 });
+
+describe("a file on a touched path (found in review)", () => {
+  for (const watch of [true, false]) {
+    test(`editing a file that lies on a touched path (it stays a file) moves no generation (watch ${watch})`, async () => {
+      const root = scratch.dir();
+      scratch.write(root, { "AGENTS.md": "r\n", "a/AGENTS.md": "a\n", "a/lib": "a file the agent edits\n", "a/other.ts": "x\n" });
+      const store = scratch.store(root, { watch });
+      const resolve = () => store.resolveStart(join(root, "a/lib/x.ts"), true)!;
+      const start = resolve();
+      expect(start).toBe(join(root, "a"));
+      const walk = store.walkOf(start);
+      store.retain("s", walk);
+      await store.chainOf(start);
+      await store.settle(new Set(walk));
+      // Past the racy window of the reads: from here on only events make a directory due.
+      await Bun.sleep(RACY_MS + 10);
+      await store.settle(new Set(walk));
+      // A control: editing a sibling file moves nothing.
+      const before = store.generation;
+      for (let i = 0; i < 3; i++) {
+        writeFileSync(join(root, "a/other.ts"), `edit ${i}\n`);
+        resolve();
+        await store.settle(new Set(walk));
+      }
+      expect(store.generation).toBe(before);
+      // The file on the touched path, edited the same way (the engine resolves its touches again at each step).
+      for (let i = 0; i < 5; i++) {
+        writeFileSync(join(root, "a/lib"), `edit ${i}\n`);
+        resolve();
+        await store.settle(new Set(walk));
+      }
+      expect(store.generation).toBe(before);
+    });
+  }
+});
