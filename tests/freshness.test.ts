@@ -4,6 +4,7 @@ import { mkdir, rename, rm, symlink, unlink, writeFile } from "node:fs/promises"
 import { join } from "node:path";
 import { projects, readTool, sectionPaths, waitFor, type Started } from "./helpers/harness.ts";
 import { largestStall } from "./helpers/stall.ts";
+import { RACY_MS } from "../plugin/files/contained.ts";
 
 const openProject = projects();
 
@@ -217,15 +218,34 @@ describe("bulk changes (found in a hunt)", () => {
     const ino = statSync(dir).ino;
     rmSync(dir, { recursive: true });
     mkdirSync(dir);
-    for (let i = 0; i < 200 && statSync(dir).ino !== ino; i++) {
-      mkdirSync(join(root, ".parked"), { recursive: true });
-      renameSync(dir, join(root, ".parked", `${rel.replaceAll("/", "_")}${i}`));
+    for (let i = 0; i < 5000 && statSync(dir).ino !== ino; i++) {
+      // Parked beside it: ext4 hands a freed number to the next mkdir in the same group.
+      mkdirSync(join(dir, "..", ".parked"), { recursive: true });
+      renameSync(dir, join(dir, "..", ".parked", `p${i}`));
       mkdirSync(dir);
     }
     for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
     // The case's precondition.
     expect(statSync(dir).ino).toBe(ino);
   }
+
+  test("a rule directory made again on its old inode number while the kernel's queue overflowed: later edits of its rule file are seen (the catalog's watch; found in review)", async () => {
+    const files = { "AGENTS.md": "# root\n", ".opencode/rules/team.md": "# TEAM v1\n", "x.ts": "" };
+    const plugin = await openProject(undefined, { delivery: "system", records: false }, { files });
+    const { root } = plugin;
+    await plugin.touch("s", "read", { filePath: "x.ts" });
+    await plugin.stepUntil("s", (block) => block?.includes("TEAM v1") === true, "the rule file");
+    for (let i = 0; i < 12_000; i++) writeFileSync(join(root, `scratch${i % 2}`), `w${i}`);
+    remadeOnSameInode(root, ".opencode/rules", { "team.md": "# TEAM v2\n" });
+    await plugin.stepUntil("s", (block) => block?.includes("TEAM v2") === true, "the remade rule file");
+    // Steps past the racy window (RACY_MS): the entry is stat'd clean, and from then on only its watch would tell of an edit.
+    for (let i = 0; i < 3; i++) {
+      await Bun.sleep(RACY_MS * 2);
+      await plugin.step("s");
+    }
+    writeFileSync(join(root, ".opencode/rules/team.md"), "# TEAM v3, a later edit\n");
+    await plugin.stepUntil("s", (block) => block?.includes("TEAM v3") === true, "the later edit", 1500);
+  }, 30_000);
 
   test("a directory made again on its old inode number while the kernel's queue overflowed keeps no dead watch: later edits are seen", async () => {
     const files = { "AGENTS.md": "# root\n", "pkg/AGENTS.md": "# PKG v1\n", "pkg/x.ts": "" };

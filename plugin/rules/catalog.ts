@@ -299,10 +299,13 @@ export class Catalog {
    * is watched again as it is now, its files considered, and every entry stat'd once.
    */
   private checkWatchedDirs(): void {
-    // Those holding entries: a directory only watched for rule files to come is as fs.watch had it (no stat a step).
-    for (const dir of [...this.entryDirs.keys()]) {
+    // Those holding entries: a directory only watched for rule files to come is as fs.watch had it (no
+    // stat a step). After lost events, every watch, asked of the kernel too: a directory made again on
+    // its old inode number has the same identity, and lost its watch unseen.
+    const lost = this.eventsLost;
+    for (const dir of lost ? [...this.watchers.keys()] : [...this.entryDirs.keys()]) {
       const watched = this.watchers.get(dir);
-      if (watched === undefined || this.dirId(dir) === watched.id) continue;
+      if (watched === undefined || (this.dirId(dir) === watched.id && !(lost && this.inotify?.alive(watched.watch) === false))) continue;
       watched.watch.close();
       this.watchers.delete(dir);
       this.eventsLost = true;
