@@ -652,6 +652,8 @@ export class Engine {
     for (const raw of this.settings.options.pin) {
       const target = this.resolveTarget(raw);
       if (typeof target === "string") this.settings.log.once(`pin:${raw}`, "warn", `option "pin": ${target}; ignored`);
+      // Before the catalog is built a rule file is not known yet: pinned as given (a path of no context file loads nothing).
+      else if (this.catalog === undefined) session.pin({ path: target.path, isFile: target.isFile });
       else if (!this.pinTarget(session, target)) this.settings.log.once(`pin:${raw}`, "warn", `option "pin": ${this.shownRel(target.real)} is not a context file (${this.settings.options.fileNames.join(", ")}); ignored`);
     }
   }

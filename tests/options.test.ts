@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
-import { join } from "node:path";
+import { isAbsolute, join } from "node:path";
 import { DEFAULT_OPTIONS, resolveOptions } from "../plugin/options.ts";
 import { recordsDirOf } from "../plugin/records/format.ts";
 import { callContextTool, projects } from "./helpers/harness.ts";
@@ -83,6 +83,15 @@ describe("recordsDir", () => {
     }
   });
 
+  test("a relative $XDG_STATE_HOME or $HOME is ignored, as the XDG spec says: the default never lands where OpenCode runs (found in review)", () => {
+    expect(recordsDirOf("", { HOME: "/home/u", XDG_STATE_HOME: "rel-state" })).toEqual({ dir: "/home/u/.local/state/opencode-project-context" });
+    for (const HOME of ["", "rel-home"]) {
+      const { dir } = recordsDirOf("", { HOME });
+      expect([isAbsolute(dir), dir.endsWith("/.local/state/opencode-project-context")]).toEqual([true, true]);
+      expect(isAbsolute(recordsDirOf("~/records", { HOME }).dir)).toBe(true);
+    }
+  });
+
   test("through the plugin: a relative recordsDir is logged and nothing is made where OpenCode runs", async () => {
     const plugin = await open("monorepo", { recordsDir: "~user-records/x" });
     await plugin.step("s");
@@ -93,8 +102,23 @@ describe("recordsDir", () => {
 });
 
 describe("bad options through the plugin", () => {
+  test("a manual rule file named by the pin option loads in a session that starts before the catalog is built (found in review)", async () => {
+    const files = {
+      "AGENTS.md": "# root\n",
+      ".opencode/rules/deploy.md": "---\ninclude: manual\ndescription: deploy steps\n---\n# DEPLOY RULES\n",
+      "x.ts": "",
+    };
+    const plugin = await open(undefined, { delivery: "system", records: false, pin: [".opencode/rules/deploy.md"] }, { files });
+    await plugin.touch("s", "read", { filePath: "x.ts" });
+    const block = await plugin.stepUntil("s", (text) => text?.includes("DEPLOY RULES") === true, "the pinned manual rule file", 3000).catch((error: Error) => error.message);
+    const warnings = plugin.logs.filter((entry) => entry.message.includes('option "pin"')).map((entry) => entry.message);
+    expect({ block: typeof block === "string" && block.includes("DEPLOY RULES"), warnings }).toEqual({ block: true, warnings: [] });
+  });
+
   test("a pinned path that is not a context file is logged, as the tool's load says it (found in a hunt)", async () => {
     const plugin = await open("monorepo", { pin: ["apps/web/src/App.tsx", "apps/web/AGENTS.md"] });
+    // Once the catalog is built (list waits for it), which knows the rule files a pin may name besides context file names.
+    await callContextTool(plugin, "warm", { action: "list" });
     await plugin.step("s");
     const warnings = plugin.logs.filter((entry) => entry.level === "warn").map((entry) => entry.message);
     expect(warnings.filter((message) => message.includes('option "pin"'))).toEqual(['option "pin": apps/web/src/App.tsx is not a context file (AGENTS.md, CLAUDE.md); ignored']);

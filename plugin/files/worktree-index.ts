@@ -106,7 +106,7 @@ export async function buildWorktreeIndex(options: IndexOptions): Promise<Worktre
   const classify = candidateClassifier(names, rules.matches);
   const basis = options.basis ?? readIgnoreBasis(options.worktree, log, options.gitTimeoutMs);
   // Git lists what the globs kept may match (a `!` glob only takes away): a glob refused is no pathspec either.
-  const listing = { ...options, rules: rules.kept.filter((glob) => !glob.startsWith("!")) };
+  const listing = { ...options, rules: rules.kept.filter((glob) => !/^(?:!!)*!(?!!)/.test(glob)) };
   const listed =
     (await listWithGit(listing, names.local, classify, new Budget(options.maxEntries), log, basis)) ??
     (await listWithWalk(options.worktree, classify, new Budget(options.maxEntries), log));

@@ -72,10 +72,15 @@ export interface SteerRequest {
   readonly path: string;
 }
 
-/** `$XDG_STATE_HOME/opencode-project-context`, else `~/.local/state/opencode-project-context`. */
+/** `$XDG_STATE_HOME/opencode-project-context`, else `~/.local/state/opencode-project-context` (a relative value of either is ignored, as the XDG spec says: it would be taken from wherever OpenCode runs). */
 export function defaultRecordsDir(env: NodeJS.ProcessEnv = process.env): string {
-  const state = env.XDG_STATE_HOME !== undefined && env.XDG_STATE_HOME !== "" ? env.XDG_STATE_HOME : join(env.HOME ?? homedir(), ".local", "state");
-  return join(state, "opencode-project-context");
+  const xdg = env.XDG_STATE_HOME;
+  return join(xdg !== undefined && isAbsolute(xdg) ? xdg : join(homeOf(env), ".local", "state"), "opencode-project-context");
+}
+
+/** $HOME when it is an absolute path, else the account's home directory. */
+function homeOf(env: NodeJS.ProcessEnv): string {
+  return env.HOME !== undefined && isAbsolute(env.HOME) ? env.HOME : homedir();
 }
 
 /**
@@ -86,8 +91,7 @@ export function defaultRecordsDir(env: NodeJS.ProcessEnv = process.env): string 
  */
 export function recordsDirOf(option: string, env: NodeJS.ProcessEnv = process.env): { readonly dir: string; readonly problem?: string } {
   if (option === "") return { dir: defaultRecordsDir(env) };
-  const home = env.HOME ?? homedir();
-  if (option === "~" || option.startsWith("~/")) return { dir: join(home, option.slice(1)) };
+  if (option === "~" || option.startsWith("~/")) return { dir: join(homeOf(env), option.slice(1)) };
   if (isAbsolute(option)) return { dir: resolve(option) };
   return { dir: defaultRecordsDir(env), problem: `option "recordsDir" ${JSON.stringify(option)} is relative (give an absolute path, or one that starts with ~/); using ${defaultRecordsDir(env)}` };
 }

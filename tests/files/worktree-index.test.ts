@@ -530,6 +530,8 @@ describe("rules globs", () => {
     gitInit(root);
     expect((await build(root, { rules: ["!docs/draft/**"] })).index.files).toEqual(["AGENTS.md"]);
     expect((await build(root, { rules: ["docs/**/*.md", "!docs/draft/**"] })).index.files).toEqual(["AGENTS.md", "docs/a.md"]);
+    // Two negations include, through git as through the walk (found in review: it made no pathspec).
+    expect((await build(root, { rules: ["!!docs/*.md"] })).index.files).toEqual(["AGENTS.md", "docs/a.md"]);
   });
 });
 
