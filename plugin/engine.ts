@@ -4,7 +4,7 @@ import { basename, dirname, isAbsolute, join, relative, resolve } from "node:pat
 import { clearDocs, compose, countsRevision, knownTokens, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
 import { frameCost } from "./block/plan.ts";
 import { escapeInline } from "./block/escape.ts";
-import { deletedNotice, sectionPrefix, unloadNotice, watchNotice, type WatchChange } from "./block/render.ts";
+import { BLOCK_CLOSE, BLOCK_OPEN, deletedNotice, sectionPrefix, unloadNotice, watchNotice, type WatchChange } from "./block/render.ts";
 import { disposeTokens, textBound } from "./block/tokens.ts";
 import type { FileVersion } from "./files/contained.ts";
 import { readContained } from "./files/contained.ts";
@@ -15,7 +15,7 @@ import { describe, describeJson, sameFile, snapshotFiles, type FileSnapshot } fr
 import { isSessionId, parseSteer, readFrom, RECORDS_VERSION, recordsDirOf, steerPath, type FileRecord } from "./records/format.ts";
 import { RecordsWriter } from "./records/writer.ts";
 import { readHistory, scanMessages } from "./host/history.ts";
-import { HOST_MARKER, hostCarries, hostEntryPaths, stripReminder } from "./host/instructions.ts";
+import { HOST_MARKER, hostCarries, hostEntryPaths, reminderCarries, stripReminder } from "./host/instructions.ts";
 import { CONTEXT_TOOL, toolPaths } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
 import { isInside, realPathOr, relativePosix, statPrint } from "./paths.ts";
@@ -465,16 +465,28 @@ export class Engine {
     for (const [sessionID, { summary, kept, keptOutputs, pruned }] of scanned) {
       const session = this.sessions.peek(sessionID);
       if (session === undefined) continue;
-      if (pruned.length > 0) {
-        // One id may name several parts: a file another part of its id still shows stays where it is.
-        const outputs = keptOutputs(new Set(pruned));
-        for (const carrier of pruned) for (const path of session.pruned(carrier, (path) => this.shown(outputs.get(carrier), path))) session.returning.add(path);
+      // One id may name several parts: a file another part of its id still shows stays where it is.
+      // Judged again only when that id's parts changed (a pruned part stays in the conversation).
+      const due = [...pruned].filter(([carrier, parts]) => session.prunesJudged.get(carrier) !== parts);
+      if (due.length > 0) {
+        const outputs = keptOutputs(new Set(due.map(([carrier]) => carrier)));
+        for (const [carrier, parts] of due) {
+          for (const path of session.pruned(carrier, this.showing(outputs.get(carrier)))) session.returning.add(path);
+          if (session.carries(carrier)) session.prunesJudged.set(carrier, parts);
+          else session.prunesJudged.delete(carrier);
+        }
       }
       if (summary === undefined || summary === session.compactions.lastSummary) continue;
       session.compactions.lastSummary = summary;
       session.compactions.seen++;
       const { messages: userMessages, outputs } = kept();
-      session.present = (carrier, path) => userMessages.has(carrier) || this.shown(outputs.get(carrier), path);
+      const showing = new Map<string, (path: string) => boolean>();
+      session.present = (carrier, path) => {
+        if (userMessages.has(carrier)) return true;
+        let shows = showing.get(carrier);
+        if (shows === undefined) showing.set(carrier, (shows = this.showing(outputs.get(carrier))));
+        return shows(path);
+      };
       if (session.compactions.seen > session.compactions.handled) this.askRebuild(session);
     }
   }
@@ -751,15 +763,18 @@ export class Engine {
    */
   private async fresh(session: Session, ordered = false, since = performance.now()): Promise<Ruled> {
     await this.readyToRead();
-    // First: the catalog's refresh gives the loop turns, and no turn may come between the hierarchy and its rules.
-    if (!this.catalogBuilding) await this.catalog?.refresh(since);
-    let hierarchy = await this.raw(session, ordered, since);
-    // A step does not wait for the catalog (git's listing of the worktree and a read of each context
-    // file's head), except to inline imports (which must know what git ignores everywhere) or follow
-    // watch globs (which match the listing): its always and agent files join when it is built.
-    if (this.catalogBuilding && hierarchy.files.some(needsIndex)) {
-      await this.catalogBuilt();
+    let hierarchy: Hierarchy;
+    for (;;) {
+      // First: the catalog's refresh gives the loop turns, and no turn may come between the hierarchy and its rules.
+      const building = this.catalogBuilding;
+      if (!building) await this.catalog?.refresh(since);
       hierarchy = await this.raw(session, ordered, since);
+      // A step does not wait for the catalog (git's listing of the worktree and a read of each context
+      // file's head), except to inline imports (which must know what git ignores everywhere) or follow
+      // watch globs (which match the listing): its always and agent files join when it is built.
+      if (this.catalogBuilding && hierarchy.files.some(needsIndex)) await this.catalogBuilt();
+      // Built while this step waited or read: refreshed (what changed since it read a file), then the hierarchy again.
+      else if (!building || this.catalogBuilding) break;
     }
     if (!this.catalogBuilding && session.unranked.length > 0) for (const text of session.unranked.splice(0)) this.attach(session, text);
     const ruled = this.rule(session, hierarchy);
@@ -1096,10 +1111,10 @@ export class Engine {
       if (file === undefined) {
         // A file the rules leave out (another agent's, overridden, manual, no match): OpenCode's copy goes too.
         const left = unruled === undefined ? undefined : this.fileNamed(unruled, named);
-        if (left !== undefined && hierarchy.excluded.has(left.path) && output.includes(`${HOST_MARKER}${named}\n${left.raw}`)) drop.set(named, left.raw);
+        if (left !== undefined && hierarchy.excluded.has(left.path) && reminderCarries(output, named, left.raw)) drop.set(named, left.raw);
         continue;
       }
-      if (!output.includes(`${HOST_MARKER}${named}\n${file.raw}`)) continue;
+      if (!reminderCarries(output, named, file.raw)) continue;
       // Delivery "system" never strips: the block leaves the file out while this read output carries
       // it (a block that later had to cut it would otherwise leave the model no whole copy at all).
       const known = session.known(file.path);
@@ -1232,12 +1247,22 @@ export class Engine {
     return hierarchy.byPath.get(join(this.store.realRoot, relative(this.settings.worktree, named)));
   }
 
-  /** Whether one of `outputs` shows a copy of the file at `path`: a section of the plugin's, or OpenCode's reminder of it (by its real or its worktree path). */
-  private shown(outputs: readonly string[] | undefined, path: string): boolean {
-    if (outputs === undefined) return false;
-    const rel = this.relOf(path);
-    const marks = [sectionPrefix(rel), `${HOST_MARKER}${path}\n`, `${HOST_MARKER}${join(this.settings.worktree, rel)}\n`];
-    return outputs.some((output) => marks.some((mark) => output.includes(mark)));
+  /** Whether one of `outputs` shows a copy of a file: a section of the plugin's, or OpenCode's marker line for it (by its real or its worktree path). */
+  private showing(outputs: readonly string[] | undefined): (path: string) => boolean {
+    if (outputs === undefined) return () => false;
+    // Each output read once: the section heads of the plugin's block (which closes the output it was
+    // appended to: a head quoted by the tool's own text is none), and the paths of marker lines.
+    const sections = new Set<string>();
+    const marked = new Set<string>();
+    for (const output of outputs) {
+      const block = output.endsWith(BLOCK_CLOSE) ? output.lastIndexOf(`\n\n${BLOCK_OPEN}`) : -1;
+      if (block !== -1) for (let at = output.indexOf(SECTION_START, block); at !== -1; at = output.indexOf(SECTION_START, at + 1)) sections.add(output.slice(at, output.indexOf('"', at + SECTION_START.length) + 1));
+      for (const path of hostEntryPaths(output)) marked.add(path);
+    }
+    return (path) => {
+      const rel = this.relOf(path);
+      return sections.has(sectionPrefix(rel)) || marked.has(path) || marked.has(join(this.settings.worktree, rel));
+    };
   }
 
   private relOf(path: string): string {
@@ -1304,7 +1329,7 @@ export class Engine {
         for (const named of loaded) {
           const file = this.fileNamed(hierarchy, named);
           if (file === undefined) continue;
-          if (text.includes(`${HOST_MARKER}${named}\n${file.raw}`)) holdWhole(file, carrier);
+          if (reminderCarries(text, named, file.raw)) holdWhole(file, carrier);
           // Another text of it (an older version); none at all is a reminder the plugin took out as a repeat.
           else if (text.includes(`${HOST_MARKER}${named}\n`)) session.drop(file.path);
         }

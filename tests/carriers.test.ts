@@ -70,6 +70,43 @@ describe("reused call ids: what a prune or a compaction took is judged file by f
     expect(sectionPaths(await plugin.step("s"))).toContain("apps/web/AGENTS.md");
   });
 
+  test("a pruned carrier comes back though a later, kept part of its id merely quotes its section head (found in review)", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    const first = await call(plugin, "call_0", "read", { filePath: "apps/web/src/App.tsx" });
+    expect(sectionPaths(first)).toEqual(["apps/web/AGENTS.md"]);
+    await plugin.step("s");
+    // The agent reads a test of this very plugin; no context file rides on it.
+    const second = await call(plugin, "call_0", "read", { filePath: "README.md" }, `<content>1: expect(out).toContain('<context-file path="apps/web/AGENTS.md"')</content>`);
+    await transform(plugin, [part(first, "call_0", 3), part(second, "call_0")]);
+    expect(sectionPaths(await plugin.step("s"))).toContain("apps/web/AGENTS.md");
+  });
+
+  test("a pruned part of a reused id is judged once, not at every step: 600 files under one id (245 ms a step before)", async () => {
+    const files: Record<string, string> = { "AGENTS.md": "# root\n" };
+    const dirs = Array.from({ length: 600 }, (_, i) => `g${i % 30}/p${i}`);
+    for (const d of dirs) Object.assign(files, { [`${d}/AGENTS.md`]: `# ${d}\n- a rule\n`, [`${d}/x.ts`]: "" });
+    const plugin = await openProject(undefined, { records: false }, { files });
+    const parts: ReturnType<typeof part>[] = [];
+    // A typical read's text, about 4.6 KB.
+    const content = `<content>\n${"1: some source line of the file that was read\n".repeat(100)}</content>`;
+    for (const d of dirs) {
+      await plugin.step("s");
+      parts.push(part(await call(plugin, "call_0", "read", { filePath: `${d}/x.ts` }, content), "call_0"));
+    }
+    // OpenCode prunes the oldest output: its file goes back, the others stay where they are.
+    (parts[0]!.state.time as Record<string, number>).compacted = 3;
+    const timed = async () => {
+      const t0 = performance.now();
+      await transform(plugin, parts);
+      return performance.now() - t0;
+    };
+    const judged = await timed();
+    expect(sectionPaths((await plugin.step("s")) ?? "")).toEqual(["AGENTS.md", "g0/p0/AGENTS.md"]);
+    const later = [await timed(), await timed(), await timed()];
+    expect({ judged: judged < 100, later: Math.max(...later) < 10 }).toEqual({ judged: true, later: true });
+  }, 120_000);
+
   test("OpenCode's reminder on a call that may carry nothing (empty id) still counts: its file is not sent a second time", async () => {
     const plugin = await open();
     await plugin.step("s");
@@ -111,6 +148,27 @@ describe("a continued session (found in review)", () => {
       const next = await call(again, "c3", "read", { filePath: "apps/web/src/App.tsx" });
       // The model holds c1's whole copy; neither the block nor the next output repeats it.
       expect(count(c1 + system + next, '<context-file path="apps/web/AGENTS.md"')).toBe(1);
+    } finally {
+      await again.dispose();
+    }
+  });
+
+  test("a history holding OpenCode's reminder of an older version that begins with the current text: the current file is sent (found in review)", async () => {
+    const v1 = "# web\n- rule A\n- rule B: never use the legacy client\n";
+    const v2 = "# web\n- rule A\n";
+    const plugin = await openProject(undefined, { records: false }, { files: { "AGENTS.md": "# root\n", "web/AGENTS.md": v2, "web/x.ts": "" } });
+    const web = join(plugin.root, "web/AGENTS.md");
+    const output = `<content>1: y</content>\n\n<system-reminder>\nInstructions from: ${web}\n${v1}\n</system-reminder>`;
+    const history = [
+      { info: { id: "msg_1", role: "user", sessionID: "s" }, parts: [{ type: "text", text: "hi" }] },
+      { info: { id: "msg_2", role: "assistant", sessionID: "s" }, parts: [part(output, "c1", undefined, { filePath: join(plugin.root, "web/x.ts") }, [web])] },
+    ];
+    const again = await start(plugin.root, { records: false }, { history });
+    try {
+      const system = (await again.step("s")) ?? "";
+      const next = await call(again, "c2", "read", { filePath: "web/x.ts" });
+      // The model holds v1 (rule B, since removed): v2 must reach it, in the block or on the next output.
+      expect([...sectionPaths(system), ...sectionPaths(next)]).toContain("web/AGENTS.md");
     } finally {
       await again.dispose();
     }

@@ -1,7 +1,8 @@
 import { describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { callContextTool, projects, type Started } from "./helpers/harness.ts";
+import { execFileSync } from "node:child_process";
+import { mkdirSync, statSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { callContextTool, inotifyWatches, projects, start, tempProject, type Started } from "./helpers/harness.ts";
 
 const openProject = projects();
 const N = 3000;
@@ -42,3 +43,36 @@ describe("the catalog refresh, which gives the loop turns, and the rules (found 
     }, 30_000);
   }
 });
+
+test("a step that waits for the catalog's build sees an always rule file edited before it (git worktree; found in review)", async () => {
+  const project = await tempProject();
+  const files: Record<string, string> = {
+    "AGENTS.md": "# root\n@docs/extra.md\n",
+    "docs/extra.md": "extra notes\n",
+    ".opencode/rules/0000-always.md": "# OLD ALWAYS RULE\n",
+  };
+  for (let i = 1; i <= 4000; i++) files[`.opencode/rules/r${String(i).padStart(5, "0")}.md`] = `---\ninclude: manual\n---\n# manual ${i}\n`;
+  for (const [rel, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(project.root, rel)), { recursive: true });
+    writeFileSync(join(project.root, rel), text);
+  }
+  execFileSync("git", ["init", "-q"], { cwd: project.root });
+  const plugin = await start(project.root, { records: false });
+  try {
+    const rulesIno = statSync(join(plugin.root, ".opencode/rules")).ino.toString(16);
+    // The build has read the first rule file (sorted first) once it watches that file's directory.
+    const deadline = Date.now() + 10_000;
+    while (!inotifyWatches().inodes.includes(rulesIno)) {
+      if (Date.now() > deadline) throw new Error("the catalog never started");
+      await Bun.sleep(1);
+    }
+    writeFileSync(join(plugin.root, ".opencode/rules/0000-always.md"), "# NEW ALWAYS RULE\n");
+    // The session's first step: saved before it, the edit must be in its block.
+    const block = (await plugin.step("s")) ?? "";
+    expect(block).toContain("ALWAYS RULE");
+    expect(block).toContain("NEW ALWAYS RULE");
+  } finally {
+    await plugin.dispose();
+    await project.cleanup();
+  }
+}, 60_000);

@@ -76,8 +76,12 @@ export interface Scanned {
   summary?: string;
   /** What its messages still hold (user messages, tool outputs not pruned): built on demand. */
   kept: () => KeptCarriers;
-  /** Its tool calls among the carriers asked about of which OpenCode has pruned a part (from then on that part reads "[Old tool result content cleared]"). */
-  pruned: string[];
+  /**
+   * Its tool calls among the carriers asked about of which OpenCode has pruned a part (from then on
+   * that part reads "[Old tool result content cleared]"), each with how many of its parts are pruned
+   * and kept: while those stay the same, so does what is left of it.
+   */
+  pruned: Map<string, string>;
   /** The outputs of its tool parts not pruned, for the ids given. */
   keptOutputs: (callIDs: ReadonlySet<string>) => ReadonlyMap<string, readonly string[]>;
 }
@@ -99,19 +103,30 @@ export interface KeptCarriers {
 export function scanMessages(messages: unknown, isCarrier: (sessionID: string, callID: string) => boolean): Map<string, Scanned> {
   const list = asArray(messages) as MessageShape[];
   const found = new Map<string, Scanned>();
+  // Per session, per tool call id: its parts pruned and kept.
+  const counts = new Map<string, Map<string, { pruned: number; kept: number }>>();
   for (const message of list) {
     const { sessionID, id, summary } = message?.info ?? {};
     if (typeof sessionID !== "string") continue;
     let scanned = found.get(sessionID);
     if (scanned === undefined) {
       const outputsOf = (callIDs?: ReadonlySet<string>) => keptToolOutputs(list, sessionID, callIDs);
-      found.set(sessionID, (scanned = { kept: () => ({ messages: userMessageIds(list, sessionID), outputs: outputsOf() }), keptOutputs: outputsOf, pruned: [] }));
+      found.set(sessionID, (scanned = { kept: () => ({ messages: userMessageIds(list, sessionID), outputs: outputsOf() }), keptOutputs: outputsOf, pruned: new Map() }));
+      counts.set(sessionID, new Map());
     }
     if (summary === true && typeof id === "string") scanned.summary = id;
+    const parts = counts.get(sessionID)!;
     for (const part of asArray(message.parts) as PartShape[]) {
-      if (part?.type !== "tool" || part.state?.time?.compacted === undefined || typeof part.callID !== "string") continue;
-      if (isCarrier(sessionID, part.callID) && !scanned.pruned.includes(part.callID)) scanned.pruned.push(part.callID);
+      if (part?.type !== "tool" || typeof part.callID !== "string") continue;
+      const pruned = part.state?.time?.compacted !== undefined;
+      const known = parts.get(part.callID) ?? { pruned: 0, kept: 0 };
+      if (pruned) known.pruned++;
+      else known.kept++;
+      parts.set(part.callID, known);
     }
+  }
+  for (const [sessionID, scanned] of found) {
+    for (const [callID, { pruned, kept }] of counts.get(sessionID)!) if (pruned > 0 && isCarrier(sessionID, callID)) scanned.pruned.set(callID, `${pruned}/${kept}`);
   }
   return found;
 }

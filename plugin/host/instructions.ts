@@ -33,6 +33,20 @@ export function hostCarries(system: string, path: string, raw: string): boolean 
 }
 
 /**
+ * Whether a read's output holds OpenCode's reminder entry for `path` with exactly `raw`: the marker
+ * line, then the file's text, ended where an entry ends (the reminder's close, or the next entry). An
+ * older version that begins with the current text is another text.
+ */
+export function reminderCarries(output: string, path: string, raw: string): boolean {
+  const entry = `${HOST_MARKER}${path}\n${raw}`;
+  for (let at = output.indexOf(entry); at !== -1; at = output.indexOf(entry, at + 1)) {
+    const end = at + entry.length;
+    if (output.startsWith(REMINDER_CLOSE, end) || output.startsWith(`\n\n${HOST_MARKER}`, end)) return true;
+  }
+  return false;
+}
+
+/**
  * Removes from a read's output the reminder entries of `drop` (path → the raw text the entry must
  * hold), judged by structure: the reminder OpenCode appended for `loaded` (its `metadata.loaded`,
  * in order) must close the output, and a dropped entry must be exactly that file's text. Anything

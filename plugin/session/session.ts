@@ -45,6 +45,8 @@ export class Session {
    * asks for the rebuild, the other one is then no news.
    */
   compactions = { seen: 0, evented: 0, handled: 0, lastSummary: "" };
+  /** Carriers with a part OpenCode pruned, judged for what their other parts still show, and their parts then (pruned/kept). */
+  readonly prunesJudged = new Map<string, string>();
   /** After a compaction: whether the conversation still has a file where a carrier put it (OpenCode keeps recent turns verbatim); undefined when unknown. */
   present: ((carrier: string, path: string) => boolean) | undefined;
   private readonly knownFiles = new Map<string, Known>();
@@ -239,6 +241,7 @@ export class Session {
   /** Forgets everything the conversation was known to hold (after a compaction summarized it away). */
   dropAll(): void {
     this.heldRevision++;
+    this.prunesJudged.clear();
     this.knownFiles.clear();
     this.namedByDir.clear();
     this.carried.clear();
