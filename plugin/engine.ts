@@ -4,7 +4,7 @@ import { basename, dirname, isAbsolute, join, relative, resolve } from "node:pat
 import { clearDocs, compose, countsRevision, knownTokens, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
 import { frameCost } from "./block/plan.ts";
 import { escapeInline } from "./block/escape.ts";
-import { BLOCK_CLOSE, BLOCK_OPEN, deletedNotice, sectionPrefix, unloadNotice, watchNotice, type WatchChange } from "./block/render.ts";
+import { appendedBlock, deletedNotice, sectionPrefix, unloadNotice, watchNotice, type WatchChange } from "./block/render.ts";
 import { disposeTokens, textBound } from "./block/tokens.ts";
 import type { FileVersion } from "./files/contained.ts";
 import { readContained } from "./files/contained.ts";
@@ -15,7 +15,7 @@ import { describe, describeJson, sameFile, snapshotFiles, type FileSnapshot } fr
 import { isSessionId, parseSteer, readFrom, RECORDS_VERSION, recordsDirOf, steerPath, type FileRecord } from "./records/format.ts";
 import { RecordsWriter } from "./records/writer.ts";
 import { readHistory, scanMessages } from "./host/history.ts";
-import { HOST_MARKER, hostCarries, hostEntryPaths, reminderCarries, stripReminder } from "./host/instructions.ts";
+import { HOST_MARKER, hostCarries, hostEntryPaths, reminderCarries, reminderOf, stripReminder } from "./host/instructions.ts";
 import { CONTEXT_TOOL, toolPaths } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
 import { isInside, realPathOr, relativePosix, statPrint } from "./paths.ts";
@@ -330,10 +330,13 @@ export class Engine {
   async system(sessionID: string, prompt: readonly string[]): Promise<string> {
     if (this.disposed) return "";
     const session = this.sessions.get(sessionID);
+    // A main step: a compaction whose event never came is over.
+    session.compacting = false;
     await this.restore(session);
     this.steer(session);
     session.stepTokensLeft = this.settings.options.deliveryTokens;
-    const text = await this.systemBlock(session, prompt[0] ?? "");
+    // OpenCode's header is its first entry, unless a plugin before this one put another in front: all are read.
+    const text = await this.systemBlock(session, prompt.join("\n"));
     this.record(session);
     return text;
   }
@@ -342,6 +345,8 @@ export class Engine {
     if (this.delivery === "system") {
       const hierarchy = await this.fresh(session, true);
       this.judgeHost(session, host, hierarchy);
+      // A read reminder's file is left out while its output lasts: after a compaction, only if a kept turn still has it.
+      if (session.rebuild === "compacted") this.forgetSummarized(session);
       // The same inputs give the same bytes: built again only when the hierarchy, the host's files or what the conversation holds changed.
       const key = `${this.hierarchies.get(session)?.key}:${this.ruled.get(session)?.key}:${session.hostRevision}:${session.heldRevision}`;
       const notices = noticesFor(session.notices, "system", [], this.settings.options.systemTokens, this.settings.options.systemTokens, this.noticeLetGo);
@@ -367,14 +372,7 @@ export class Engine {
     this.judgeHost(session, host, hierarchy);
     const previous = session.system?.paths ?? new Set<string>();
     const rebuild = session.rebuild;
-    if (rebuild === "compacted") {
-      // The summary replaced what came before it; turns OpenCode kept verbatim still carry their files.
-      const present = session.present;
-      for (const path of [...session.knownPaths()]) {
-        const carrier = session.known(path)!.carrier;
-        if (present === undefined || carrier === SYSTEM_CARRIER || !present(carrier, path)) session.drop(path);
-      }
-    }
+    if (rebuild === "compacted") this.forgetSummarized(session);
     // Whatever the reason for the build, a file a live tool output or message carries whole at this version is not repeated.
     const heldElsewhere = (file: FileVersion) => {
       const known = session.known(file.path);
@@ -393,6 +391,20 @@ export class Engine {
     session.compactions.handled = Math.max(session.compactions.seen, session.compactions.evented);
     session.returning.clear();
     return composed.text;
+  }
+
+  /** After a compaction: the summary replaced what came before it; the turns OpenCode kept verbatim still carry their files. */
+  private forgetSummarized(session: Session): void {
+    const present = session.present;
+    for (const path of [...session.knownPaths()]) {
+      const carrier = session.known(path)!.carrier;
+      if (present === undefined || carrier === SYSTEM_CARRIER || !present(carrier, path)) session.drop(path);
+    }
+    if (this.delivery !== "system") return;
+    // Delivery "system" builds its block at every step: the compaction is handled here and now.
+    session.rebuild = undefined;
+    session.present = undefined;
+    session.compactions.handled = Math.max(session.compactions.seen, session.compactions.evented);
   }
 
   /**
@@ -418,7 +430,9 @@ export class Engine {
       if (this.delivery !== "stable" || carrier === undefined) return;
       const reached = new Set(toolPaths(tool, args, this.settings.directory, this.settings.worktree).map((touch) => touch.path));
       const text = await this.deliver(session, hierarchy, carrier, reached);
-      if (text !== "") result.output = `${result.output as string}\n\n${text}`;
+      if (text === "") return;
+      result.output = `${result.output as string}\n\n${text}`;
+      session.delivered(carrier, text);
     });
   }
 
@@ -464,19 +478,23 @@ export class Engine {
     const scanned = scanMessages(messages, (sessionID, callID) => this.sessions.peek(sessionID)?.carries(callID) === true);
     for (const [sessionID, { summary, kept, keptOutputs, pruned }] of scanned) {
       const session = this.sessions.peek(sessionID);
-      if (session === undefined) continue;
+      // While compacting, OpenCode shows the compaction agent the turns it summarizes, without those it keeps.
+      if (session === undefined || session.compacting) continue;
+      const compacted = summary !== undefined && summary !== session.compactions.lastSummary;
+      // OpenCode sends the messages from a summary on: the counts of an id's parts start again.
+      if (compacted) session.prunesJudged.clear();
       // One id may name several parts: a file another part of its id still shows stays where it is.
       // Judged again only when that id's parts changed (a pruned part stays in the conversation).
       const due = [...pruned].filter(([carrier, parts]) => session.prunesJudged.get(carrier) !== parts);
       if (due.length > 0) {
         const outputs = keptOutputs(new Set(due.map(([carrier]) => carrier)));
         for (const [carrier, parts] of due) {
-          for (const path of session.pruned(carrier, this.showing(outputs.get(carrier)))) session.returning.add(path);
+          for (const path of session.pruned(carrier, this.showing(session, carrier, outputs.get(carrier)))) session.returning.add(path);
           if (session.carries(carrier)) session.prunesJudged.set(carrier, parts);
           else session.prunesJudged.delete(carrier);
         }
       }
-      if (summary === undefined || summary === session.compactions.lastSummary) continue;
+      if (!compacted) continue;
       session.compactions.lastSummary = summary;
       session.compactions.seen++;
       const { messages: userMessages, outputs } = kept();
@@ -484,7 +502,7 @@ export class Engine {
       session.present = (carrier, path) => {
         if (userMessages.has(carrier)) return true;
         let shows = showing.get(carrier);
-        if (shows === undefined) showing.set(carrier, (shows = this.showing(outputs.get(carrier))));
+        if (shows === undefined) showing.set(carrier, (shows = this.showing(session, carrier, outputs.get(carrier))));
         return shows(path);
       };
       if (session.compactions.seen > session.compactions.handled) this.askRebuild(session);
@@ -495,6 +513,7 @@ export class Engine {
   compacted(sessionID: string): void {
     const session = this.sessions.peek(sessionID);
     if (session === undefined) return;
+    session.compacting = false;
     session.compactions.evented++;
     if (session.compactions.evented > session.compactions.handled) this.askRebuild(session);
   }
@@ -508,6 +527,8 @@ export class Engine {
   async compactionCopy(sessionID: string): Promise<string> {
     if (this.disposed) return "";
     const session = this.sessions.get(sessionID);
+    // The compaction's own request follows, with the messages it summarizes only: no prune is judged on them.
+    session.compacting = true;
     await this.restore(session);
     const hierarchy = await this.fresh(session, true);
     return (await this.compose("compaction", this.items(session, hierarchy, () => true), this.settings.options.compactionTokens)).text;
@@ -1248,16 +1269,18 @@ export class Engine {
   }
 
   /** Whether one of `outputs` shows a copy of a file: a section of the plugin's, or OpenCode's marker line for it (by its real or its worktree path). */
-  private showing(outputs: readonly string[] | undefined): (path: string) => boolean {
+  private showing(session: Session, carrier: string, outputs: readonly string[] | undefined): (path: string) => boolean {
     if (outputs === undefined) return () => false;
-    // Each output read once: the section heads of the plugin's block (which closes the output it was
-    // appended to: a head quoted by the tool's own text is none), and the paths of marker lines.
+    // Each output read once: the section heads of a block the plugin appended under this id (a tool's
+    // own text that looks like one is none), and the paths of OpenCode's reminder entries.
     const sections = new Set<string>();
     const marked = new Set<string>();
     for (const output of outputs) {
-      const block = output.endsWith(BLOCK_CLOSE) ? output.lastIndexOf(`\n\n${BLOCK_OPEN}`) : -1;
-      if (block !== -1) for (let at = output.indexOf(SECTION_START, block); at !== -1; at = output.indexOf(SECTION_START, at + 1)) sections.add(output.slice(at, output.indexOf('"', at + SECTION_START.length) + 1));
-      for (const path of hostEntryPaths(output)) marked.add(path);
+      const block = appendedBlock(output);
+      if (block !== undefined && session.deliveredOn(carrier, block)) {
+        for (let at = block.indexOf(SECTION_START); at !== -1; at = block.indexOf(SECTION_START, at + 1)) sections.add(block.slice(at, block.indexOf('"', at + SECTION_START.length) + 1));
+      }
+      for (const path of hostEntryPaths(reminderOf(output))) marked.add(path);
     }
     return (path) => {
       const rel = this.relOf(path);
@@ -1326,6 +1349,8 @@ export class Engine {
       const byNotice = new Map(hierarchy.files.map((file) => [deletedNotice(file.rel), file]));
       const holdWhole = (file: FileVersion, carrier: string) => session.hold(file.path, { sha256: file.sha256, held: "whole", carrier, dir: file.dir });
       await inSlices(history.carried, RESTORE_SLICE_MS, ({ text, carrier, loaded }) => {
+        const block = appendedBlock(text);
+        if (block !== undefined) session.delivered(carrier, block);
         for (const named of loaded) {
           const file = this.fileNamed(hierarchy, named);
           if (file === undefined) continue;

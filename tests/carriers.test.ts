@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { readFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { projects, sectionPaths, start, type Started } from "./helpers/harness.ts";
 import { largestStall } from "./helpers/stall.ts";
@@ -19,10 +19,18 @@ const part = (output: string, callID: string, compacted?: number, input: unknown
   type: "tool", callID, tool: "read",
   state: { status: "completed", input, output, ...(loaded ? { metadata: { loaded } } : {}), time: { start: 1, end: 2, ...(compacted === undefined ? {} : { compacted }) } },
 });
-async function transform(plugin: Started, parts: unknown[]) {
-  const messages = parts.map((p, i) => ({ info: { id: `m${i}`, sessionID: "s", role: "assistant" }, parts: [p] }));
+/** The conversation as OpenCode sends it; `compaction`: from a compaction on (its user part, the summary, then `parts`). */
+async function transform(plugin: Started, parts: unknown[], compaction = false) {
+  const head = compaction
+    ? [
+        { info: { id: "msg_c", sessionID: "s", role: "user" }, parts: [{ type: "compaction" }] },
+        { info: { id: "msg_s", sessionID: "s", role: "assistant", summary: true }, parts: [{ type: "text", text: "summary" }] },
+      ]
+    : [];
+  const messages = [...head, ...parts.map((p, i) => ({ info: { id: `m${i}`, sessionID: "s", role: "assistant" }, parts: [p] }))];
   await plugin.hooks["experimental.chat.messages.transform"]!({} as never, { messages } as never);
 }
+const compactedEvent = (plugin: Started) => plugin.hooks.event!({ event: { type: "session.compacted", properties: { sessionID: "s" } } } as never);
 
 /** call_0 carries apps/web/AGENTS.md at one step; at the next, a read of the same id carries OpenCode's reminder of services/api/AGENTS.md. */
 async function carrierThenReminder() {
@@ -202,4 +210,71 @@ describe("a continued session (found in review)", () => {
       await again.dispose();
     }
   }, 60_000);
+});
+
+describe("reused ids across compactions, and blocks another plugin appended to (found in review)", () => {
+  test("after a compaction, a prune of a reused id is judged again, whatever its counts of parts", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    const p1 = await call(plugin, "call_0", "read", { filePath: "apps/web/src/App.tsx" });
+    await plugin.step("s");
+    const p2 = await call(plugin, "call_0", "read", { filePath: "services/api/src/server.ts" });
+    expect(sectionPaths(p2)).toEqual(["services/api/AGENTS.md"]);
+    // Pruned 1, kept 1: apps/web goes back, call_0 still carries services/api (prunesJudged call_0 = "1/1").
+    await transform(plugin, [part(p1, "call_0", 3), part(p2, "call_0")]);
+    expect(sectionPaths(await plugin.step("s"))).toContain("apps/web/AGENTS.md");
+    // A compaction summarizes all of it.
+    await transform(plugin, [], true);
+    await compactedEvent(plugin);
+    await plugin.step("s");
+    // After it: call_0 again (ids numbered per response) carries a new file, then a part that carries none.
+    const p5 = await call(plugin, "call_0", "read", { filePath: "services/api/plugins/payments/src/charge.ts" });
+    expect(sectionPaths(p5)).toEqual(["services/api/plugins/payments/AGENTS.md"]);
+    await plugin.step("s");
+    const p6 = await call(plugin, "call_0", "read", { filePath: "README.md" });
+    expect(p6).toBe("x");
+    // OpenCode prunes p5: pruned 1, kept 1 again. Its file must come back to the system block.
+    await transform(plugin, [part(p5, "call_0", 9), part(p6, "call_0")], true);
+    expect(sectionPaths(await plugin.step("s"))).toContain("services/api/plugins/payments/AGENTS.md");
+  });
+
+  test("a kept turn whose output another plugin appended to after the plugin's block still counts: its file is not repeated after a compaction", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    let kept = await call(plugin, "kept", "read", { filePath: "apps/web/src/App.tsx" });
+    expect(sectionPaths(kept)).toEqual(["apps/web/AGENTS.md"]);
+    // A plugin whose tool.execute.after runs after this one's (loaded later) appends a note.
+    kept += "\n\n[lint: 0 problems]";
+    await transform(plugin, [part(kept, "kept")], true);
+    await compactedEvent(plugin);
+    // The kept turn still carries apps/web/AGENTS.md whole: not again in the block.
+    expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md"]);
+  });
+
+  test("the same after a prune of a reused id: the file that block shows is not sent again", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    const p1 = await call(plugin, "call_0", "read", { filePath: "apps/web/src/App.tsx" });
+    await writeFile(join(plugin.root, "apps/web/AGENTS.md"), "# web v2\n- rule\n");
+    await plugin.step("s");
+    let p2 = await call(plugin, "call_0", "read", { filePath: "apps/web/src/App.tsx" });
+    expect(p2).toContain('<context-file path="apps/web/AGENTS.md" status="updated">');
+    p2 += "\n\n[lint: 0 problems]";
+    await transform(plugin, [part(p1, "call_0", 3), part(p2, "call_0")]);
+    // p2 (kept) holds v2 whole: the block must not repeat it.
+    expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md"]);
+  });
+
+  test("a kept part whose own text ends like a block (a transcript printed by bash) does not keep a pruned carrier's file out", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    const p1 = await call(plugin, "call_0", "read", { filePath: "apps/web/src/App.tsx" });
+    expect(sectionPaths(p1)).toEqual(["apps/web/AGENTS.md"]);
+    await plugin.step("s");
+    const transcript = 'tool result\n\n<project-context>\n<context-file path="apps/web/AGENTS.md">\n# old notes\n</context-file>\n</project-context>';
+    const p2 = await call(plugin, "call_0", "bash", { command: "cat notes/transcript.txt" }, transcript);
+    expect(p2).toBe(transcript);
+    await transform(plugin, [part(p1, "call_0", 3), part(p2, "call_0")]);
+    expect(sectionPaths(await plugin.step("s"))).toContain("apps/web/AGENTS.md");
+  });
 });

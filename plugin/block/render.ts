@@ -13,6 +13,14 @@ export type RenderInput = Pick<PlanInput, "kind" | "items" | "updated" | "delete
 
 export const BLOCK_OPEN = "<project-context>\n";
 export const BLOCK_CLOSE = "</project-context>";
+
+/** The last block appended to a tool's output (it follows the tool's own text after a blank line; a plugin after this one may append more). */
+export function appendedBlock(output: string): string | undefined {
+  const start = output.lastIndexOf(`\n\n${BLOCK_OPEN}`);
+  if (start === -1) return undefined;
+  const end = output.indexOf(BLOCK_CLOSE, start);
+  return end === -1 ? undefined : output.slice(start + 2, end + BLOCK_CLOSE.length);
+}
 /** Omitted files named at most, so a huge hierarchy cannot fill the budget with names. */
 export const MAX_NAMED = 40;
 

@@ -32,6 +32,14 @@ export function hostCarries(system: string, path: string, raw: string): boolean 
   return false;
 }
 
+/** The entries of the reminder OpenCode appended to a read's output ("" when it has none): what a tool's own text quotes of a marker line is not in it. */
+export function reminderOf(output: string): string {
+  const start = output.lastIndexOf(REMINDER_OPEN);
+  if (start === -1) return "";
+  const end = output.indexOf(REMINDER_CLOSE, start);
+  return end === -1 ? "" : output.slice(start + REMINDER_OPEN.length, end);
+}
+
 /**
  * Whether a read's output holds OpenCode's reminder entry for `path` with exactly `raw`: the marker
  * line, then the file's text, ended where an entry ends (the reminder's close, or the next entry). An

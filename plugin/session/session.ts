@@ -1,3 +1,4 @@
+import { sha256Hex } from "../hash.ts";
 import type { RenderedEntry } from "../block/render.ts";
 import type { EntryMemo, FileSnapshot } from "../records/describe.ts";
 import type { ToolPath } from "../host/tool-paths.ts";
@@ -45,6 +46,8 @@ export class Session {
    * asks for the rebuild, the other one is then no news.
    */
   compactions = { seen: 0, evented: 0, handled: 0, lastSummary: "" };
+  /** Between the compacting hook and the compaction's end (its event, or the next main step): the messages OpenCode shows then are the compaction agent's. */
+  compacting = false;
   /** Carriers with a part OpenCode pruned, judged for what their other parts still show, and their parts then (pruned/kept). */
   readonly prunesJudged = new Map<string, string>();
   /** After a compaction: whether the conversation still has a file where a carrier put it (OpenCode keeps recent turns verbatim); undefined when unknown. */
@@ -54,6 +57,8 @@ export class Session {
   private readonly namedByDir = new Map<string, number>();
   /** The files each carrier holds, so a pruned carrier is found without a scan. */
   private readonly carried = new Map<string, Set<string>>();
+  /** The digests of the blocks appended under each carrier that still carries files. */
+  private readonly blocks = new Map<string, Set<string>>();
   /** Tokens the plugin may still add to tool outputs and user messages in this step. */
   stepTokensLeft = 0;
   /** Files the host's system prompt carries itself (real paths), and the prompt they were judged on. */
@@ -235,16 +240,22 @@ export class Session {
     }
     const paths = this.carried.get(known.carrier);
     paths?.delete(path);
-    if (paths?.size === 0) this.carried.delete(known.carrier);
+    if (paths?.size === 0) {
+      this.carried.delete(known.carrier);
+      this.blocks.delete(known.carrier);
+    }
   }
 
-  /** Forgets everything the conversation was known to hold (after a compaction summarized it away). */
-  dropAll(): void {
-    this.heldRevision++;
-    this.prunesJudged.clear();
-    this.knownFiles.clear();
-    this.namedByDir.clear();
-    this.carried.clear();
+  /** A block the plugin appended to the output of `carrier` (a tool call's id; one id may name several outputs). */
+  delivered(carrier: string, block: string): void {
+    let digests = this.blocks.get(carrier);
+    if (digests === undefined) this.blocks.set(carrier, (digests = new Set()));
+    digests.add(sha256Hex(block));
+  }
+
+  /** Whether `block` is one the plugin appended under `carrier`, and not a tool's own text that looks like one. */
+  deliveredOn(carrier: string, block: string): boolean {
+    return this.blocks.get(carrier)?.has(sha256Hex(block)) === true;
   }
 
   /** Whether the conversation knows a file of `dir` only by name (of any kind: its own, its local variant, a rule file). */
