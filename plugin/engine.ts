@@ -478,8 +478,12 @@ export class Engine {
     const scanned = scanMessages(messages, (sessionID, callID) => this.sessions.peek(sessionID)?.carries(callID) === true);
     for (const [sessionID, { summary, kept, keptOutputs, pruned }] of scanned) {
       const session = this.sessions.peek(sessionID);
-      // While compacting, OpenCode shows the compaction agent the turns it summarizes, without those it keeps.
-      if (session === undefined || session.compacting) continue;
+      if (session === undefined) continue;
+      // The first messages after the compacting hook are the compaction agent's: the turns it summarizes, without those it keeps.
+      if (session.compacting) {
+        session.compacting = false;
+        continue;
+      }
       const compacted = summary !== undefined && summary !== session.compactions.lastSummary;
       // OpenCode sends the messages from a summary on: the counts of an id's parts start again.
       if (compacted) session.prunesJudged.clear();
@@ -507,6 +511,12 @@ export class Engine {
       };
       if (session.compactions.seen > session.compactions.handled) this.askRebuild(session);
     }
+  }
+
+  /** The compaction agent's request came (after the messages it summarizes): the next messages are the main loop's. */
+  compactionRequested(sessionID: string): void {
+    const session = this.sessions.peek(sessionID);
+    if (session !== undefined) session.compacting = false;
   }
 
   /** The session was compacted: its next step gets its whole hierarchy in the system block. */

@@ -91,3 +91,59 @@ describe("delivery \"system\" through a compaction (found in a hunt)", () => {
     expect(sectionPaths(await plugin.step(s))).toContain("apps/web/AGENTS.md");
   });
 });
+
+/** A read of `filePath` in session `s` with call id `callID`: what the model gets. */
+async function readIn(plugin: Started, s: string, callID: string, filePath: string) {
+  await plugin.touch(s, "read", { filePath });
+  const output = { title: "read", output: "x", metadata: {} };
+  await plugin.hooks["tool.execute.after"]!({ tool: "read", sessionID: s, callID, args: { filePath } } as never, output as never);
+  return output.output;
+}
+/** That read's part (call c1), pruned by OpenCode. */
+const prunedMsg = (s: string, output: string) => [
+  { info: { id: "m1", sessionID: s, role: "assistant" }, parts: [{ type: "tool", callID: "c1", tool: "read", state: { status: "completed", output, time: { start: 1, end: 2, compacted: 3 } } }] },
+];
+
+/** Session "s" after a step that delivered services/api/AGENTS.md on call c1's output, and the step after it. */
+async function delivered() {
+  const plugin = await open("monorepo");
+  const s = "s";
+  await plugin.step(s);
+  const out = await readIn(plugin, s, "c1", "services/api/src/server.ts");
+  expect(sectionPaths(out)).toContain("services/api/AGENTS.md");
+  await plugin.step(s);
+  return { plugin, s, out };
+}
+
+describe("a compaction that ends without its event (failed or aborted; found in review)", () => {
+  for (const attempted of [false, true]) {
+    test(`a prune seen by the next main step's messages.transform is judged at that step (compaction attempted: ${attempted})`, async () => {
+      const { plugin, s, out } = await delivered();
+      if (attempted) {
+        // The hook, the compaction's own request; then it fails: OpenCode publishes no session.compacted.
+        await plugin.compact(s);
+        await plugin.hooks["experimental.chat.system.transform"]!({ sessionID: s, model: {} as never }, { system: ["You are a context summarization agent."] });
+      }
+      // The next user turn: OpenCode runs messages.transform BEFORE the system transform of the same step.
+      await plugin.hooks["experimental.chat.messages.transform"]!({} as never, { messages: prunedMsg(s, out) } as never);
+      const block = await plugin.step(s);
+      expect(sectionPaths(block)).toContain("services/api/AGENTS.md");
+    });
+  }
+});
+
+describe("a compaction whose event arrives after the next main step's messages.transform (found in review)", () => {
+  test("the summary that main step's messages show still rebuilds the block at that step", async () => {
+    const { plugin, s, out } = await delivered();
+    await plugin.compact(s);
+    await plugin.hooks["experimental.chat.system.transform"]!({ sessionID: s, model: {} as never }, { system: ["You are a context summarization agent."] });
+    const after = [
+      { info: { id: "msg_c", sessionID: s, role: "user" }, parts: [{ type: "compaction" }] },
+      { info: { id: "msg_s", sessionID: s, role: "assistant", summary: true }, parts: [{ type: "text", text: "summary" }] },
+    ];
+    await plugin.hooks["experimental.chat.messages.transform"]!({} as never, { messages: after } as never);
+    const block = await plugin.step(s);
+    await plugin.hooks.event!({ event: { type: "session.compacted", properties: { sessionID: s } } } as never);
+    expect(sectionPaths(block)).toContain("services/api/AGENTS.md");
+  });
+});

@@ -55,3 +55,14 @@ describe("a title request behind another plugin's entries (found in a hunt)", ()
     expect(sectionPaths(main[0])).not.toContain("AGENTS.md");
   });
 });
+
+describe("an agent prompt that quotes an internal agent's prompt (found in review)", () => {
+  test("a main step whose agent prompt quotes the title generator's prompt on a line of its own still gets its block", async () => {
+    const plugin = await open("monorepo");
+    const header = "You are opencode, an interactive CLI tool.\n\n# Our app\nThe titles service sends this prompt to its model:\nYou are a title generator for support tickets.\n";
+    const block = await plugin.step("s", header);
+    // Control: the same header without that line gets the root AGENTS.md.
+    expect(sectionPaths(await plugin.step("ctl", "You are opencode, an interactive CLI tool.\n"))).toContain("AGENTS.md");
+    expect(sectionPaths(block)).toContain("AGENTS.md");
+  });
+});

@@ -8,20 +8,30 @@ type Hook = NonNullable<Hooks["experimental.chat.system.transform"]>;
 /**
  * OpenCode runs its internal agents through the same transform. They get no block: a title needs no
  * project rules, and the compaction agent gets its copy from the compacting hook instead. Their prompt
- * is looked for in every entry, at its start or a line's: a plugin that runs before this one may put
- * its own entry or lines in front (auth plugins that name the model's vendor do).
+ * starts an entry, or follows, after a blank line, another entry's whole text: a plugin that runs
+ * before this one may put an entry of its own in front and repeat it there (auth plugins that name the
+ * model's vendor do). Anywhere else (a line of an agent's prompt, an AGENTS.md) it is no such request.
  */
-const INTERNAL_AGENTS = ["You are a title generator", "You are a context summarization agent"];
+const TITLE_AGENT = "You are a title generator";
+const SUMMARIZATION_AGENT = "You are a context summarization agent";
 
-const isInternal = (system: readonly unknown[]): boolean =>
-  system.some((part) => typeof part === "string" && INTERNAL_AGENTS.some((prefix) => part.startsWith(prefix) || part.includes(`\n${prefix}`)));
+/** The internal agent whose request this is, if it is one. */
+function internalAgent(system: readonly unknown[]): string | undefined {
+  const entries = system.filter((part): part is string => typeof part === "string");
+  const starts = entries.filter((entry) => entry !== "").map((entry) => `${entry}\n\n`);
+  const asks = (prompt: string) => entries.some((entry) => entry.startsWith(prompt) || starts.some((start) => entry.startsWith(start + prompt)));
+  return [TITLE_AGENT, SUMMARIZATION_AGENT].find(asks);
+}
 
 /** Pushes the session's `<project-context>` block as its own system message, or nothing. */
 export function createSystemTransform(engine: Engine, log: Logger): Hook {
   return guard(log, "experimental.chat.system.transform", async (input: Parameters<Hook>[0], output: Parameters<Hook>[1]) => {
     const system = output?.system;
     if (typeof input?.sessionID !== "string" || !Array.isArray(system)) return;
-    if (isInternal(system)) return;
+    const agent = internalAgent(system);
+    // The compaction's own request: whatever messages OpenCode shows after it are the main loop's.
+    if (agent === SUMMARIZATION_AGENT) engine.compactionRequested(input.sessionID);
+    if (agent !== undefined) return;
     const block = await engine.system(input.sessionID, system.filter((part): part is string => typeof part === "string"));
     if (block !== "") system.push(block);
   });

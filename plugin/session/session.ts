@@ -46,7 +46,7 @@ export class Session {
    * asks for the rebuild, the other one is then no news.
    */
   compactions = { seen: 0, evented: 0, handled: 0, lastSummary: "" };
-  /** Between the compacting hook and the compaction's end (its event, or the next main step): the messages OpenCode shows then are the compaction agent's. */
+  /** Set by the compacting hook: the next messages OpenCode shows of the session are the compaction agent's (cleared by them, the compaction's event, or a main step). */
   compacting = false;
   /** Carriers with a part OpenCode pruned, judged for what their other parts still show, and their parts then (pruned/kept). */
   readonly prunesJudged = new Map<string, string>();
@@ -219,7 +219,7 @@ export class Session {
   }
 
   hold(path: string, known: Known): void {
-    this.drop(path);
+    this.drop(path, known.carrier);
     this.heldRevision++;
     this.knownFiles.set(path, known);
     if (known.held === "named") this.namedByDir.set(known.dir, (this.namedByDir.get(known.dir) ?? 0) + 1);
@@ -228,7 +228,8 @@ export class Session {
     paths.add(path);
   }
 
-  drop(path: string): void {
+  /** `keeping`: a carrier about to hold the file again, whose blocks' digests stay. */
+  drop(path: string, keeping?: string): void {
     const known = this.knownFiles.get(path);
     if (known === undefined) return;
     this.heldRevision++;
@@ -242,7 +243,7 @@ export class Session {
     paths?.delete(path);
     if (paths?.size === 0) {
       this.carried.delete(known.carrier);
-      this.blocks.delete(known.carrier);
+      if (known.carrier !== keeping) this.blocks.delete(known.carrier);
     }
   }
 
