@@ -103,8 +103,8 @@ export interface KeptCarriers {
 export function scanMessages(messages: unknown, isCarrier: (sessionID: string, callID: string) => boolean): Map<string, Scanned> {
   const list = asArray(messages) as MessageShape[];
   const found = new Map<string, Scanned>();
-  // Per session, per tool call id: its parts pruned and kept.
-  const counts = new Map<string, Map<string, { pruned: number; kept: number }>>();
+  // Per session, its carriers with a pruned part, and how many (pruned parts are few: the common step counts none).
+  const prunedParts = new Map<string, Map<string, number>>();
   for (const message of list) {
     const { sessionID, id, summary } = message?.info ?? {};
     if (typeof sessionID !== "string") continue;
@@ -112,21 +112,19 @@ export function scanMessages(messages: unknown, isCarrier: (sessionID: string, c
     if (scanned === undefined) {
       const outputsOf = (callIDs?: ReadonlySet<string>) => keptToolOutputs(list, sessionID, callIDs);
       found.set(sessionID, (scanned = { kept: () => ({ messages: userMessageIds(list, sessionID), outputs: outputsOf() }), keptOutputs: outputsOf, pruned: new Map() }));
-      counts.set(sessionID, new Map());
     }
     if (summary === true && typeof id === "string") scanned.summary = id;
-    const parts = counts.get(sessionID)!;
     for (const part of asArray(message.parts) as PartShape[]) {
-      if (part?.type !== "tool" || typeof part.callID !== "string") continue;
-      const pruned = part.state?.time?.compacted !== undefined;
-      const known = parts.get(part.callID) ?? { pruned: 0, kept: 0 };
-      if (pruned) known.pruned++;
-      else known.kept++;
-      parts.set(part.callID, known);
+      if (part?.type !== "tool" || part.state?.time?.compacted === undefined || typeof part.callID !== "string" || !isCarrier(sessionID, part.callID)) continue;
+      let counts = prunedParts.get(sessionID);
+      if (counts === undefined) prunedParts.set(sessionID, (counts = new Map()));
+      counts.set(part.callID, (counts.get(part.callID) ?? 0) + 1);
     }
   }
-  for (const [sessionID, scanned] of found) {
-    for (const [callID, { pruned, kept }] of counts.get(sessionID)!) if (pruned > 0 && isCarrier(sessionID, callID)) scanned.pruned.set(callID, `${pruned}/${kept}`);
+  for (const [sessionID, counts] of prunedParts) {
+    const kept = keptToolOutputs(list, sessionID, new Set(counts.keys()));
+    const scanned = found.get(sessionID)!;
+    for (const [callID, pruned] of counts) scanned.pruned.set(callID, `${pruned}/${kept.get(callID)?.length ?? 0}`);
   }
   return found;
 }
