@@ -336,7 +336,7 @@ export class Engine {
     this.steer(session);
     session.stepTokensLeft = this.settings.options.deliveryTokens;
     // OpenCode's header is its first entry, unless a plugin before this one put another in front: all are read.
-    const text = await this.systemBlock(session, prompt.join("\n"));
+    const text = await this.systemBlock(session, prompt.length === 1 ? prompt[0]! : prompt.join("\n"));
     this.record(session);
     return text;
   }
@@ -476,7 +476,7 @@ export class Engine {
   observe(messages: unknown): void {
     if (this.disposed) return;
     const scanned = scanMessages(messages, (sessionID, callID) => this.sessions.peek(sessionID)?.carries(callID) === true);
-    for (const [sessionID, { summary, kept, keptOutputs, pruned }] of scanned) {
+    for (const [sessionID, { summary, kept, pruned }] of scanned) {
       const session = this.sessions.peek(sessionID);
       if (session === undefined) continue;
       // The first messages after the compacting hook are the compaction agent's: the turns it summarizes, without those it keeps.
@@ -489,14 +489,11 @@ export class Engine {
       if (compacted) session.prunesJudged.clear();
       // One id may name several parts: a file another part of its id still shows stays where it is.
       // Judged again only when that id's parts changed (a pruned part stays in the conversation).
-      const due = [...pruned].filter(([carrier, parts]) => session.prunesJudged.get(carrier) !== parts);
-      if (due.length > 0) {
-        const outputs = keptOutputs(new Set(due.map(([carrier]) => carrier)));
-        for (const [carrier, parts] of due) {
-          for (const path of session.pruned(carrier, this.showing(session, carrier, outputs.get(carrier)))) session.returning.add(path);
-          if (session.carries(carrier)) session.prunesJudged.set(carrier, parts);
-          else session.prunesJudged.delete(carrier);
-        }
+      for (const [carrier, { parts, kept: outputs }] of pruned) {
+        if (session.prunesJudged.get(carrier) === parts) continue;
+        for (const path of session.pruned(carrier, this.showing(session, carrier, outputs))) session.returning.add(path);
+        if (session.carries(carrier)) session.prunesJudged.set(carrier, parts);
+        else session.prunesJudged.delete(carrier);
       }
       if (!compacted) continue;
       session.compactions.lastSummary = summary;

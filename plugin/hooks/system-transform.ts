@@ -15,11 +15,11 @@ type Hook = NonNullable<Hooks["experimental.chat.system.transform"]>;
 const TITLE_AGENT = "You are a title generator";
 const SUMMARIZATION_AGENT = "You are a context summarization agent";
 
-/** The internal agent whose request this is, if it is one. */
-function internalAgent(system: readonly unknown[]): string | undefined {
-  const entries = system.filter((part): part is string => typeof part === "string");
-  const starts = entries.filter((entry) => entry !== "").map((entry) => `${entry}\n\n`);
-  const asks = (prompt: string) => entries.some((entry) => entry.startsWith(prompt) || starts.some((start) => entry.startsWith(start + prompt)));
+/** The internal agent whose request this is, if it is one. Runs on every request: compares in place, copies no entry. */
+function internalAgent(entries: readonly string[]): string | undefined {
+  const follows = (entry: string, before: string, prompt: string) =>
+    before !== "" && entry.startsWith(before) && entry.startsWith("\n\n", before.length) && entry.startsWith(prompt, before.length + 2);
+  const asks = (prompt: string) => entries.some((entry) => entry.startsWith(prompt) || entries.some((before) => follows(entry, before, prompt)));
   return [TITLE_AGENT, SUMMARIZATION_AGENT].find(asks);
 }
 
@@ -28,11 +28,12 @@ export function createSystemTransform(engine: Engine, log: Logger): Hook {
   return guard(log, "experimental.chat.system.transform", async (input: Parameters<Hook>[0], output: Parameters<Hook>[1]) => {
     const system = output?.system;
     if (typeof input?.sessionID !== "string" || !Array.isArray(system)) return;
-    const agent = internalAgent(system);
+    const entries = system.filter((part): part is string => typeof part === "string");
+    const agent = internalAgent(entries);
     // The compaction's own request: whatever messages OpenCode shows after it are the main loop's.
     if (agent === SUMMARIZATION_AGENT) engine.compactionRequested(input.sessionID);
     if (agent !== undefined) return;
-    const block = await engine.system(input.sessionID, system.filter((part): part is string => typeof part === "string"));
+    const block = await engine.system(input.sessionID, entries);
     if (block !== "") system.push(block);
   });
 }

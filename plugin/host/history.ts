@@ -79,11 +79,9 @@ export interface Scanned {
   /**
    * Its tool calls among the carriers asked about of which OpenCode has pruned a part (from then on
    * that part reads "[Old tool result content cleared]"), each with how many of its parts are pruned
-   * and kept: while those stay the same, so does what is left of it.
+   * and kept (while those stay the same, so does what is left of it) and its kept parts' outputs.
    */
-  pruned: Map<string, string>;
-  /** The outputs of its tool parts not pruned, for the ids given. */
-  keptOutputs: (callIDs: ReadonlySet<string>) => ReadonlyMap<string, readonly string[]>;
+  pruned: Map<string, { readonly parts: string; readonly kept: readonly string[] }>;
 }
 
 /** User messages by id, and tool outputs not pruned by their call's id (one id may name several parts). */
@@ -110,8 +108,7 @@ export function scanMessages(messages: unknown, isCarrier: (sessionID: string, c
     if (typeof sessionID !== "string") continue;
     let scanned = found.get(sessionID);
     if (scanned === undefined) {
-      const outputsOf = (callIDs?: ReadonlySet<string>) => keptToolOutputs(list, sessionID, callIDs);
-      found.set(sessionID, (scanned = { kept: () => ({ messages: userMessageIds(list, sessionID), outputs: outputsOf() }), keptOutputs: outputsOf, pruned: new Map() }));
+      found.set(sessionID, (scanned = { kept: () => ({ messages: userMessageIds(list, sessionID), outputs: keptToolOutputs(list, sessionID) }), pruned: new Map() }));
     }
     if (summary === true && typeof id === "string") scanned.summary = id;
     for (const part of asArray(message.parts) as PartShape[]) {
@@ -124,7 +121,10 @@ export function scanMessages(messages: unknown, isCarrier: (sessionID: string, c
   for (const [sessionID, counts] of prunedParts) {
     const kept = keptToolOutputs(list, sessionID, new Set(counts.keys()));
     const scanned = found.get(sessionID)!;
-    for (const [callID, pruned] of counts) scanned.pruned.set(callID, `${pruned}/${kept.get(callID)?.length ?? 0}`);
+    for (const [callID, pruned] of counts) {
+      const outputs = kept.get(callID) ?? [];
+      scanned.pruned.set(callID, { parts: `${pruned}/${outputs.length}`, kept: outputs });
+    }
   }
   return found;
 }
