@@ -7,7 +7,7 @@ import { needsMatter, parseFrontmatter } from "../files/frontmatter.ts";
 import { contextNamesOf } from "../files/names.ts";
 import { buildWorktreeIndex, type IgnoreBasisResult, type PathKind, type WorktreeIndex } from "../files/worktree-index.ts";
 import type { Logger } from "../log.ts";
-import { printOf, realPathOr, relativePosix, statOrUndefined, statPrint } from "../paths.ts";
+import { isInside, printOf, realPathOr, relativePosix, statOrUndefined, statPrint } from "../paths.ts";
 import { nextTurn } from "../turns.ts";
 import { readContract, type Contract } from "./contract.ts";
 import { AgentRanker, headingsOf, prepareAgentDoc, type AgentDoc, type Ranked } from "./rank.ts";
@@ -86,8 +86,11 @@ export class Catalog {
    * (an edit through another name is an event elsewhere).
    */
   private readonly unsure = new Set<string>();
-  /** How many entries each directory holds: the watched directories whose identity each refresh checks. */
-  private readonly entryDirs = new Map<string, number>();
+  /**
+   * Watched directories with an ancestor (up to the worktree) that could not be watched: the only ones
+   * whose identity a refresh checks (see checkWatchedDirs).
+   */
+  private readonly unguarded = new Set<string>();
   /** Watched directories that went or are other ones now: watched again when they are there. */
   private readonly gone = new Set<string>();
   /** The queue overflowed, or a watched directory went or is another one now: every entry is stat'd at the next refresh. */
@@ -294,20 +297,25 @@ export class Catalog {
 
   /**
    * A watch follows its directory's inode: a directory moved away (an ancestor renamed, say) or
-   * replaced by another at its path tells nothing at that path. So each watched directory's identity
-   * is checked at every refresh (one stat each: entries share a few directories); one that changed
-   * is watched again as it is now, its files considered, and every entry stat'd once.
+   * replaced by another at its path tells nothing at that path. So every ancestor of a watched
+   * directory, up to the worktree, is watched too (see watchDir): a rename or deletion of any of them
+   * is an event of its own watch (`self`), after which every watch's identity is checked, and every
+   * entry stat'd, at the next refresh. A steady refresh checks only the directories whose ancestors
+   * could not all be watched (one stat each): with 2,000 directories holding entries, the identity
+   * stat of each at every refresh cost 2-3 ms a step.
    */
   private checkWatchedDirs(): void {
-    // Those holding entries: a directory only watched for rule files to come is as fs.watch had it (no
-    // stat a step). After lost events, every watch, asked of the kernel too: a directory made again on
-    // its old inode number has the same identity, and lost its watch unseen.
+    // After lost events, every watch, asked of the kernel too: a directory made again on its old inode
+    // number has the same identity, and lost its watch unseen.
     const lost = this.eventsLost;
-    for (const dir of lost ? [...this.watchers.keys()] : [...this.entryDirs.keys()]) {
+    for (const dir of lost ? [...this.watchers.keys()] : [...this.unguarded]) {
       const watched = this.watchers.get(dir);
-      if (watched === undefined || (this.dirId(dir) === watched.id && !(lost && this.inotify?.alive(watched.watch) === false))) continue;
-      watched.watch.close();
-      this.watchers.delete(dir);
+      if (watched === undefined) {
+        this.unguarded.delete(dir);
+        continue;
+      }
+      if (this.dirId(dir) === watched.id && !(lost && this.inotify?.alive(watched.watch) === false)) continue;
+      this.unwatch(dir);
       this.eventsLost = true;
       this.goneAway(dir);
     }
@@ -321,17 +329,17 @@ export class Catalog {
     }
   }
 
+  private unwatch(dir: string): void {
+    this.watchers.get(dir)?.watch.close();
+    this.watchers.delete(dir);
+    this.unguarded.delete(dir);
+  }
+
   /** Kept to be watched again when it is back; the latest MAX_GONE only (each costs a stat a refresh, and most never come back). */
   private goneAway(dir: string): void {
     this.gone.delete(dir);
     this.gone.add(dir);
     if (this.gone.size > MAX_GONE) this.gone.delete(this.gone.values().next().value!);
-  }
-
-  private countEntryDir(dir: string, by: number): void {
-    const count = (this.entryDirs.get(dir) ?? 0) + by;
-    if (count > 0) this.entryDirs.set(dir, count);
-    else this.entryDirs.delete(dir);
   }
 
   private dirId(dir: string): string {
@@ -348,8 +356,7 @@ export class Catalog {
     // The directory itself went (deleted, moved): every entry is stat'd, and the directory watched
     // again once it is back (the identity check alone would miss one made again on the same inode).
     if (self) {
-      this.watchers.get(dir)?.watch.close();
-      this.watchers.delete(dir);
+      this.unwatch(dir);
       this.goneAway(dir);
       this.eventsLost = true;
       return;
@@ -388,7 +395,6 @@ export class Catalog {
     }
     if (entry === undefined) this.entries.delete(path);
     else this.entries.set(path, entry);
-    if ((entry === undefined) !== (before === undefined)) this.countEntryDir(dirname(path), entry === undefined ? -1 : 1);
     if (entry !== undefined && this.inotify !== undefined) this.unsure.add(path);
     this.ranker = undefined;
     this.version++;
@@ -445,7 +451,13 @@ export class Catalog {
         this.watchers.set(dir, { watch: this.inotify.watch(dir, this.onDirEvent), id });
       } catch {
         // Not watched (out of watches, say): its entries stay unsure, stat'd at every refresh.
+        return;
       }
+      // Its ancestors too, each once (checkWatchedDirs): a real directory's ancestors are real.
+      const parent = dirname(dir);
+      if (dir === this.options.worktree || !isInside(parent, this.options.worktree)) return;
+      this.watchDir(parent);
+      if (!this.watchers.has(parent) || this.unguarded.has(parent)) this.unguarded.add(dir);
       return;
     }
     try {
