@@ -373,10 +373,13 @@ export class Engine {
     const previous = session.system?.paths ?? new Set<string>();
     const rebuild = session.rebuild;
     if (rebuild === "compacted") this.forgetSummarized(session);
-    // Whatever the reason for the build, a file a live tool output or message carries whole at this version is not repeated.
+    // Whatever the reason for the build, a file a live tool output or message carries whole is not
+    // repeated; nor one it carries at an older version, whole or cut: in the block, the newer text
+    // would come before the older one, which the model reads as the latest. The next delivery sends
+    // the new text after it, as for any edit.
     const heldElsewhere = (file: FileVersion) => {
       const known = session.known(file.path);
-      return known !== undefined && known.carrier !== SYSTEM_CARRIER && known.held === "whole" && known.sha256 === file.sha256;
+      return known !== undefined && known.carrier !== SYSTEM_CARRIER && (known.held === "whole" || (known.held === "cut" && known.sha256 !== file.sha256));
     };
     const wanted = (file: FileVersion) => rebuild === "start" || rebuild === "compacted" || previous.has(file.path) || session.returning.has(file.path);
     const items = this.items(session, hierarchy, (file) => !session.hostPaths.has(file.path) && !heldElsewhere(file) && wanted(file));
@@ -384,7 +387,12 @@ export class Engine {
     // No exact counts (logged): no block this step, and the build is tried again at the next one.
     if (composed.failed) return "";
     this.remember(session, composed, SYSTEM_CARRIER, hierarchy);
+    // A file the last block held that this one does not (it left the hierarchy since, its touch
+    // forgotten, say) is no longer the model's: held still, it was never sent when it applied again.
+    const inBlock = new Set(composed.entries.map((entry) => entry.key));
+    for (const path of [...session.carriedBy(SYSTEM_CARRIER)]) if (!inBlock.has(path)) session.drop(path);
     session.systemEntries = entriesByPath(composed);
+    session.clearNotes();
     session.system = { text: composed.text, paths: new Set(items.map((item) => item.file.path)) };
     session.rebuild = undefined;
     session.present = undefined;
@@ -418,6 +426,8 @@ export class Engine {
     // Known by its call's id (empty, or reused by providers that number calls per response: what a
     // prune took is then judged file by file, see observe). "system" is the plugin's own block.
     const carrier = typeof callID === "string" && callID !== SYSTEM_CARRIER ? callID : undefined;
+    // An unload's output is what tells the model to disregard a file the frozen block still shows.
+    if (tool === "project_context" && carrier !== undefined) for (const path of session.unloadedByTool.splice(0)) session.noted(carrier, path);
     // The tool's own writes are saved by now: what is read after this moment has them.
     const since = performance.now();
     const loaded = tool === "read" ? strings((result.metadata as { loaded?: unknown } | undefined)?.loaded) : [];
@@ -476,7 +486,7 @@ export class Engine {
   observe(messages: unknown): void {
     if (this.disposed) return;
     const scanned = scanMessages(messages, (sessionID, callID) => this.sessions.peek(sessionID)?.carries(callID) === true);
-    for (const [sessionID, { summary, kept, pruned }] of scanned) {
+    for (const [sessionID, { summary, kept, pruned, lastIndex, lastId, idAt, ids }] of scanned) {
       const session = this.sessions.peek(sessionID);
       if (session === undefined) continue;
       // The first messages after the compacting hook are the compaction agent's: the turns it summarizes, without those it keeps.
@@ -485,6 +495,14 @@ export class Engine {
         continue;
       }
       const compacted = summary !== undefined && summary !== session.compactions.lastSummary;
+      // The latest message of the last request is gone, with no compaction: turns were undone (OpenCode's
+      // /undo removes them). What their outputs and messages carried is sent again when reached.
+      const seen = session.lastMessage;
+      session.lastMessage = { index: lastIndex, id: lastId };
+      if (!compacted && seen !== undefined && idAt(seen.index) !== seen.id) {
+        const present = ids();
+        for (const carrier of [...session.carriers()]) if (!present.has(carrier)) for (const path of session.vanished(carrier)) session.returning.add(path);
+      }
       // OpenCode sends the messages from a summary on: the counts of an id's parts start again.
       if (compacted) session.prunesJudged.clear();
       // One id may name several parts: a file another part of its id still shows stays where it is.
@@ -608,6 +626,7 @@ export class Engine {
   private async unload(session: Session, target: Target): Promise<string> {
     const rel = this.shownRel(target.real);
     const { unpinned, files } = this.unloadTarget(session, target, await this.fresh(session, true));
+    for (const each of files) if (session.system?.paths.has(each.path) === true) session.unloadedByTool.push(each.path);
     const [file] = files;
     if (file === undefined) {
       return unpinned ? `project_context unload: unpinned ${rel}.` : `project_context unload: ${rel} is not in this session's context (see the list action)`;
@@ -1172,7 +1191,7 @@ export class Engine {
     }
     // Nothing changed since a diff found nothing to deliver: only a file known by name in a reached directory can be due.
     // What the rules were applied to and with (not the touch order, which only moves priorities), and what is taken out.
-    const quietKey = `${this.store.generation}:${this.ruled.get(session)?.key}:${session.version}:${session.hostRevision}:${session.unloadRevision}`;
+    const quietKey = `${this.store.generation}:${this.ruled.get(session)?.key}:${session.version}:${session.hostRevision}:${session.unloadRevision}:${session.vanishedRevision}`;
     // Any file of a reached directory may be the one known by name: its own, its local variant, a rule file.
     if (quietKey === session.quietKey && session.notices.length === 0 && ![...reachedDirs].some((dir) => session.namesIn(dir))) return "";
     if (session.stepTokensLeft < MIN_DELIVERY_TOKENS) return "";
@@ -1194,7 +1213,7 @@ export class Engine {
     const deleted: string[] = [];
     for (const path of [...session.knownPaths()]) {
       const known = session.known(path)!;
-      if (!hierarchy.byPath.has(path) && hierarchy.dirSet.has(known.dir)) deleted.push(path);
+      if (!hierarchy.byPath.has(path) && (hierarchy.dirSet.has(known.dir) || known.loose === true)) deleted.push(path);
     }
     // Priority: critical files, then what the model holds stale, then this call's chain closest first, then anything else new.
     const ordered = [...updated, ...reachedNow.sort((a, b) => depth(b.file.dir) - depth(a.file.dir)), ...others];
@@ -1213,7 +1232,10 @@ export class Engine {
       notices,
     });
     if (composed.failed) return "";
-    for (const path of deleted) session.drop(path);
+    for (const path of deleted) {
+      session.drop(path);
+      if (session.system?.paths.has(path) === true) session.noted(carrier, path);
+    }
     // An empty block (its frame alone over the step's budget left) told none.
     if (composed.text !== "") session.notices.splice(0, notices.length);
     this.remember(session, composed, carrier, hierarchy);
@@ -1235,7 +1257,8 @@ export class Engine {
       // A file only named (it did not fit) is known by name: a later tool call that reaches its
       // directory delivers it. Leaving it due would re-plan a backlog of such files on every call.
       const held: Held = entry.state === "whole" ? "whole" : entry.state === "cut" ? "cut" : "named";
-      session.hold(file.path, { sha256: file.sha256, held, carrier, dir: file.dir, ...(held === "cut" ? { tokens: entry.sentTokens ?? 0 } : {}) });
+      const loose = hierarchy.dirSet.has(file.dir) ? {} : { loose: true as const };
+      session.hold(file.path, { sha256: file.sha256, held, carrier, dir: file.dir, ...loose, ...(held === "cut" ? { tokens: entry.sentTokens ?? 0 } : {}) });
     }
   }
 

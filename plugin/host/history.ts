@@ -82,6 +82,13 @@ export interface Scanned {
    * and kept (while those stay the same, so does what is left of it) and its kept parts' outputs.
    */
   pruned: Map<string, { readonly parts: string; readonly kept: readonly string[] }>;
+  /** Where its latest message is in the list given, and that message's id. */
+  lastIndex: number;
+  lastId: unknown;
+  /** The id of the message at `index` of the list given (undefined past its end). */
+  idAt: (index: number) => unknown;
+  /** Its message ids and tool call ids: built on demand. */
+  ids: () => Set<string>;
 }
 
 /** User messages by id, and tool outputs not pruned by their call's id (one id may name several parts). */
@@ -103,15 +110,20 @@ export function scanMessages(messages: unknown, isCarrier: (sessionID: string, c
   const found = new Map<string, Scanned>();
   // Per session, its carriers with a pruned part, and how many (pruned parts are few: the common step counts none).
   const prunedParts = new Map<string, Map<string, number>>();
-  for (const message of list) {
+  for (let index = 0; index < list.length; index++) {
+    const message = list[index];
     const { sessionID, id, summary } = message?.info ?? {};
     if (typeof sessionID !== "string") continue;
     let scanned = found.get(sessionID);
     if (scanned === undefined) {
-      found.set(sessionID, (scanned = { kept: () => ({ messages: userMessageIds(list, sessionID), outputs: keptToolOutputs(list, sessionID) }), pruned: new Map() }));
+      const idAt = (at: number) => list[at]?.info?.id;
+      const kept = () => ({ messages: userMessageIds(list, sessionID), outputs: keptToolOutputs(list, sessionID) });
+      found.set(sessionID, (scanned = { kept, pruned: new Map(), lastIndex: index, lastId: id, idAt, ids: () => conversationIds(list, sessionID) }));
     }
+    scanned.lastIndex = index;
+    scanned.lastId = id;
     if (summary === true && typeof id === "string") scanned.summary = id;
-    for (const part of asArray(message.parts) as PartShape[]) {
+    for (const part of asArray(message!.parts) as PartShape[]) {
       if (part?.type !== "tool" || part.state?.time?.compacted === undefined || typeof part.callID !== "string" || !isCarrier(sessionID, part.callID)) continue;
       let counts = prunedParts.get(sessionID);
       if (counts === undefined) prunedParts.set(sessionID, (counts = new Map()));
@@ -127,6 +139,16 @@ export function scanMessages(messages: unknown, isCarrier: (sessionID: string, c
     }
   }
   return found;
+}
+
+function conversationIds(list: readonly MessageShape[], sessionID: string): Set<string> {
+  const ids = new Set<string>();
+  for (const message of list) {
+    if (message?.info?.sessionID !== sessionID) continue;
+    if (typeof message.info.id === "string") ids.add(message.info.id);
+    for (const part of asArray(message.parts) as PartShape[]) if (part?.type === "tool" && typeof part.callID === "string") ids.add(part.callID);
+  }
+  return ids;
 }
 
 function userMessageIds(list: readonly MessageShape[], sessionID: string): Set<string> {

@@ -91,6 +91,10 @@ export class Catalog {
    * whose identity a refresh checks (see checkWatchedDirs).
    */
   private readonly unguarded = new Set<string>();
+  /** The directories that held rule files when the catalog was built (watched, or listed at each refresh with no watches). */
+  private readonly ruleDirs = new Set<string>();
+  /** With no watches: what stat said of each file of a rule directory that is no entry, when it was last listed. */
+  private readonly listed = new Map<string, string>();
   /** Watched directories that went or are other ones now: watched again when they are there. */
   private readonly gone = new Set<string>();
   /** The queue overflowed, or a watched directory went or is another one now: every entry is stat'd at the next refresh. */
@@ -153,7 +157,7 @@ export class Catalog {
       catalog.consider(path, true);
     }
     catalog.loadLibraries = undefined;
-    if (options.watch) catalog.watchAll(index?.files ?? []);
+    catalog.watchAll(index?.files ?? []);
     return catalog;
   }
 
@@ -262,6 +266,9 @@ export class Catalog {
       stale = [...this.unsure];
       this.unsure.clear();
     }
+    // With no watches (option watch false), a rule file new in a rule directory is found by listing it
+    // (one that is no entry is read again only when stat says it changed).
+    if (!this.options.watch) for (const dir of this.ruleDirs) this.listRuleDir(dir);
     const named = [...this.pending];
     this.pending.clear();
     let sliceEnd = performance.now() + SLICE_MS;
@@ -274,6 +281,19 @@ export class Catalog {
     };
     for (const path of named) await sliced(() => this.changed(path));
     for (const path of stale) await sliced(() => this.recheck(path));
+  }
+
+  private listRuleDir(dir: string): void {
+    const seen = new Map<string, string>();
+    for (const name of readdirOrEmpty(dir)) {
+      const path = join(dir, name);
+      if (this.entries.has(path)) continue;
+      const print = statPrint(path);
+      seen.set(path, print);
+      if (this.listed.get(path) !== print) this.onDirEvent(dir, name, false);
+    }
+    for (const path of this.listed.keys()) if (dirname(path) === dir && !seen.has(path)) this.listed.delete(path);
+    for (const [path, print] of seen) this.listed.set(path, print);
   }
 
   /** An entry read again when stat says it changed since; with inotify, kept among the unsure while events may not tell of it. */
@@ -437,7 +457,8 @@ export class Catalog {
 
   private watchAll(rels: readonly string[]): void {
     // The directories that hold rule files may receive new ones: watched even when none is an entry yet.
-    for (const rel of rels) if (!this.names.has(basename(rel))) this.watchDir(dirname(join(this.options.worktree, rel)));
+    for (const rel of rels) if (!this.names.has(basename(rel))) this.ruleDirs.add(dirname(join(this.options.worktree, rel)));
+    if (this.options.watch) for (const dir of this.ruleDirs) this.watchDir(dir);
   }
 
   private watchDir(dir: string): void {

@@ -16,9 +16,12 @@ export interface Known {
   readonly dir: string;
   /** A cut: tokens of its text the carrier holds (exact where counted, else the provable bound). */
   readonly tokens?: number;
+  /** Off the session's chains when delivered (an always, agent, pinned or rule file): its leaving is noticed wherever it is. */
+  readonly loose?: true;
 }
 
 export const SYSTEM_CARRIER = "system";
+const NOTHING_CARRIED: ReadonlySet<string> = new Set();
 
 /** Why the system block must be built again at the next step. */
 export type Rebuild = "start" | "compacted" | "pruned";
@@ -264,8 +267,57 @@ export class Session {
     return this.namedByDir.has(dir);
   }
 
+  /**
+   * Per carrier, files of the frozen system block whose "no longer applies" or "disregard" notice it
+   * carries: pruned, the notice no longer counters the block's copy, and the block is built again
+   * without them. Cleared when the block is built.
+   */
+  private readonly notes = new Map<string, Set<string>>();
+  /** Files of the block a project_context unload took out, for its call's after hook to name the carrier. */
+  readonly unloadedByTool: string[] = [];
+
+  noted(carrier: string, path: string): void {
+    let paths = this.notes.get(carrier);
+    if (paths === undefined) this.notes.set(carrier, (paths = new Set()));
+    paths.add(path);
+  }
+
+  clearNotes(): void {
+    this.notes.clear();
+  }
+
+  /** Grows when a carrier leaves the conversation: a diff that found nothing to deliver before may find its files now. */
+  vanishedRevision = 0;
+
+  /** Where the conversation's latest message was at the last request, and its id: gone, turns were undone. */
+  lastMessage: { readonly index: number; readonly id: unknown } | undefined;
+
+  /** Every carrier but the system block: of files, or of notes. */
+  *carriers(): IterableIterator<string> {
+    for (const carrier of this.carried.keys()) if (carrier !== SYSTEM_CARRIER) yield carrier;
+    for (const carrier of this.notes.keys()) if (!this.carried.has(carrier)) yield carrier;
+  }
+
+  /**
+   * `carrier` left the conversation (its turn undone): the files it held are not the model's any
+   * more (the next delivery that reaches them sends them again); the files of the block it said no
+   * longer apply are returned.
+   */
+  vanished(carrier: string): string[] {
+    this.vanishedRevision++;
+    for (const path of [...(this.carried.get(carrier) ?? [])]) this.drop(path);
+    const noted = this.notes.get(carrier);
+    this.notes.delete(carrier);
+    return noted === undefined ? [] : [...noted];
+  }
+
+  /** The files `carrier` holds now. */
+  carriedBy(carrier: string): ReadonlySet<string> {
+    return this.carried.get(carrier) ?? NOTHING_CARRIED;
+  }
+
   carries(carrier: string): boolean {
-    return carrier !== SYSTEM_CARRIER && this.carried.has(carrier);
+    return carrier !== SYSTEM_CARRIER && (this.carried.has(carrier) || this.notes.has(carrier));
   }
 
   /** The files `carrier` held; they are no longer known to the model. */
@@ -273,6 +325,8 @@ export class Session {
   pruned(carrier: string, stillShown: (path: string) => boolean): string[] {
     const paths = [...(this.carried.get(carrier) ?? [])].filter((path) => !stillShown(path));
     for (const path of paths) this.drop(path);
-    return paths;
+    const noted = this.notes.get(carrier);
+    this.notes.delete(carrier);
+    return noted === undefined ? paths : [...paths, ...noted];
   }
 }

@@ -1,0 +1,257 @@
+import { afterEach, expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
+import { mkdir, mkdtemp, realpath, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { Host, latest, promptOf } from "./helpers/conversation.ts";
+import { callContextTool, start, waitFor, type Started } from "./helpers/harness.ts";
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0)) await cleanup();
+});
+
+async function project(files: Record<string, string>, options: Record<string, unknown> = {}): Promise<Started> {
+  const root = await realpath(await mkdtemp(join(tmpdir(), "seams-")));
+  for (const [rel, text] of Object.entries(files)) {
+    await mkdir(dirname(join(root, rel)), { recursive: true });
+    await writeFile(join(root, rel), text);
+  }
+  spawnSync("git", ["init", "-q"], { cwd: root });
+  const plugin = await start(root, options);
+  cleanups.push(async () => {
+    await plugin.dispose();
+    await rm(root, { recursive: true, force: true });
+  });
+  return plugin;
+}
+
+/** A tool call through both hooks, its output as the model gets it. */
+async function tool(plugin: Started, sessionID: string, name: string, args: Record<string, unknown>): Promise<string> {
+  await plugin.touch(sessionID, name, args);
+  const output = { title: name, output: "tool result", metadata: {} };
+  await plugin.hooks["tool.execute.after"]!({ tool: name, sessionID, callID: `call-${Math.random()}`, args } as never, output as never);
+  return output.output;
+}
+
+// Found by a review helper (each failed before its fix, 0.3.15): the seams between the frozen block,
+// what the conversation still carries, and the worktree catalog.
+
+/** A session that has had an always file and a rule file delivered (catalog files, off its chains). */
+async function setup(): Promise<Started> {
+  const plugin = await project({ "AGENTS.md": "# Root\n", "src/x.ts": "x", "docs/AGENTS.md": "---\ninclude: always\n---\nALWAYS-DOCS v1\n", ".opencode/rules/r.md": "RULE-R v1\n" });
+  let seen = "";
+  await waitFor(async () => {
+    seen += (await plugin.step("s")) ?? "";
+    seen += await tool(plugin, "s", "read", { filePath: "src/x.ts" });
+    return seen.includes("ALWAYS-DOCS v1") && seen.includes("RULE-R v1");
+  }, 5000, "always + rule delivered");
+  return plugin;
+}
+
+async function after(plugin: Started) {
+  await plugin.step("s");
+  let out = "";
+  for (let i = 0; i < 3; i++) out += await tool(plugin, "s", "read", { filePath: "src/x.ts" });
+  return out;
+}
+
+test("control: editing a delivered always file is delivered", async () => {
+  const plugin = await setup();
+  await writeFile(join(plugin.root, "docs/AGENTS.md"), "---\ninclude: always\n---\nALWAYS-DOCS v2\n");
+  expect(await after(plugin)).toContain("ALWAYS-DOCS v2");
+});
+
+test("deleting a delivered always file is announced", async () => {
+  const plugin = await setup();
+  await rm(join(plugin.root, "docs/AGENTS.md"));
+  const out = await after(plugin);
+  const list = await callContextTool(plugin, "s", { action: "list" });
+  expect(list).not.toContain("docs/AGENTS.md"); // the plugin knows it is gone
+  expect(out).toContain("docs/AGENTS.md no longer applies");
+});
+
+test("deleting a delivered rule file is announced", async () => {
+  const plugin = await setup();
+  await rm(join(plugin.root, ".opencode/rules/r.md"));
+  const out = await after(plugin);
+  expect(await callContextTool(plugin, "s", { action: "list" })).not.toContain("rules/r.md");
+  expect(out).toContain(".opencode/rules/r.md no longer applies");
+});
+
+test("an always file made include: manual is announced as no longer applying", async () => {
+  const plugin = await setup();
+  await writeFile(join(plugin.root, "docs/AGENTS.md"), "---\ninclude: manual\n---\nALWAYS-DOCS v1\n");
+  const out = await after(plugin);
+  expect(await callContextTool(plugin, "s", { action: "list" })).toContain("docs/AGENTS.md: manual, not loaded");
+  expect(out).toContain("docs/AGENTS.md no longer applies");
+});
+
+test("a prune rebuild does not put a newer version in the block while a later tool output holds an older copy: the next delivery sends it after that copy", async () => {
+  const plugin = await project({ "CLAUDE.md": "ROOT v1\n", "pkg/AGENTS.md": "PKG v1\n", "pkg/x.ts": "x", "src/y.ts": "y" });
+  const h = new Host(plugin.hooks, "ses_a");
+  await h.user("go");
+  let req = await h.request();
+  expect(req.system[1]).toContain("ROOT v1");
+  const { ids: [c1] } = await h.tools([{ tool: "read", args: { filePath: "pkg/x.ts" } }]);
+  await h.request();
+  await writeFile(join(plugin.root, "CLAUDE.md"), "ROOT v2\n");
+  const { out: [o2] } = await h.tools([{ tool: "read", args: { filePath: "src/y.ts" } }]);
+  expect(o2).toContain("ROOT v2");
+  await h.request();
+  await writeFile(join(plugin.root, "CLAUDE.md"), "ROOT v3\n");
+  h.prune(c1!);
+  req = await h.request();
+  // also one more tool call and request: v3 should be the latest copy the model reads
+  await h.tools([{ tool: "read", args: { filePath: "src/y.ts" } }]);
+  req = await h.request();
+  const prompt = promptOf(req);
+  expect(latest(prompt).get("CLAUDE.md")).toBe("ROOT v3");
+});
+
+for (const tail of [0, 1]) test(`an edit saved before a compaction (tail ${tail}): no newer text before an older copy the kept tail still has, and the new text is the latest by the next tool output`, async () => {
+  const plugin = await project({ "AGENTS.md": "ROOT v1\n", "pkg/AGENTS.md": "PKG v1\n", "pkg/x.ts": "x" });
+  const h = new Host(plugin.hooks, "ses_c");
+  await h.user("go");
+  await h.request();
+  const { out } = await h.tools([{ tool: "read", args: { filePath: "pkg/x.ts" } }]);
+  expect(out[0]).toContain("PKG v1");
+  await h.request();
+  await writeFile(join(plugin.root, "pkg/AGENTS.md"), "PKG v2\n");
+  await h.compact(tail);
+  let req = await h.request();
+  // With the old copy kept (tail 1), the block leaves the file to the next delivery: before, it put
+  // v2 in the block, ahead of the kept v1, which the model then read as the latest.
+  expect(latest(promptOf(req)).get("pkg/AGENTS.md")).toBe(tail === 0 ? "PKG v2" : "PKG v1");
+  await h.tools([{ tool: "read", args: { filePath: "pkg/x.ts" } }]);
+  req = await h.request();
+  expect(latest(promptOf(req)).get("pkg/AGENTS.md")).toBe("PKG v2");
+});
+
+test("a deletion notice pruned: the block is built again without the deleted file (its copy there is not back in force)", async () => {
+  const plugin = await project({ "AGENTS.md": "ROOT\n", "pkg/AGENTS.md": "PKG: always use tabs\n", "pkg/x.ts": "x", "src/y.ts": "y" });
+  const h = new Host(plugin.hooks, "ses_d");
+  await h.user("go");
+  await h.request();
+  await h.tools([{ tool: "read", args: { filePath: "pkg/x.ts" } }]);
+  await h.request();
+  await h.compact(0); // now pkg/AGENTS.md is in the system block
+  let req = await h.request();
+  expect(req.system[1]).toContain("PKG: always use tabs");
+  await rm(join(plugin.root, "pkg/AGENTS.md"));
+  const { out: [o], ids: [c] } = await h.tools([{ tool: "read", args: { filePath: "pkg/x.ts" } }]);
+  expect(o).toContain("pkg/AGENTS.md no longer applies");
+  req = await h.request();
+  await h.tools([{ tool: "read", args: { filePath: "src/y.ts" } }]);
+  h.prune(c!);
+  req = await h.request();
+  await h.tools([{ tool: "read", args: { filePath: "pkg/x.ts" } }]);
+  req = await h.request();
+  const prompt = promptOf(req);
+  // The model reads the deleted file's rules with nothing saying they no longer apply.
+  expect(prompt.includes("PKG: always use tabs") ? latest(prompt).get("pkg/AGENTS.md") : "DELETED").toBe("DELETED");
+});
+
+test("an unload's output pruned: the block is built again without the unloaded file", async () => {
+  const plugin = await project({ "AGENTS.md": "ROOT: answer in French\n", "src/y.ts": "y" });
+  const h = new Host(plugin.hooks, "ses_u");
+  await h.user("go");
+  let req = await h.request();
+  expect(req.system[1]).toContain("ROOT: answer in French");
+  // the project_context tool, as OpenCode runs it
+  const args = { action: "unload", path: "AGENTS.md", section: "", content: "" };
+  const ctx = { sessionID: "ses_u", messageID: "m", agent: "build" };
+  const text = await plugin.hooks.tool!.project_context!.execute(args as never, ctx as never);
+  const { ids: [c] } = await h.tools([{ tool: "project_context", args, output: text as string }]);
+  expect(text).toContain("disregard");
+  req = await h.request();
+  await h.tools([{ tool: "read", args: { filePath: "src/y.ts" } }]);
+  h.prune(c!);
+  req = await h.request();
+  const prompt = promptOf(req);
+  const disregarded = /AGENTS\.md[^\n]*disregard/.test(prompt);
+  expect(prompt.includes("ROOT: answer in French") && !disregarded).toBe(false);
+});
+
+test("a file a prune rebuild leaves out of the block (its touch forgotten) is not counted as held there: when it applies again it is sent", async () => {
+  const plugin = await project({ "AGENTS.md": "ROOT\n", "pkg/AGENTS.md": "PKG: use tabs\n", "pkg/x.ts": "x", "a/AGENTS.md": "A\n", "a/x.ts": "x", "b/AGENTS.md": "B\n", "b/x.ts": "x" }, { maxTouchedDirs: 2 });
+  const h = new Host(plugin.hooks, "ses_e");
+  await h.user("go");
+  await h.request();
+  await h.tools([{ tool: "read", args: { filePath: "pkg/x.ts" } }]);
+  await h.request();
+  await h.compact(0);
+  let req = await h.request();
+  expect(req.system[1]).toContain("PKG: use tabs"); // whole hierarchy after the compaction
+  // Two other directories: pkg/x.ts is the oldest touch and is forgotten (maxTouchedDirs 2).
+  const { ids: [ca] } = await h.tools([{ tool: "read", args: { filePath: "a/x.ts" } }]);
+  await h.request();
+  await h.tools([{ tool: "read", args: { filePath: "b/x.ts" } }]);
+  await h.request();
+  // OpenCode prunes the output that carried a/AGENTS.md: the system block is rebuilt, without pkg/AGENTS.md.
+  h.prune(ca!);
+  req = await h.request();
+  expect(req.system[1]).not.toContain("PKG: use tabs");
+  // The agent works in pkg again.
+  const { out: [back] } = await h.tools([{ tool: "edit", args: { filePath: "pkg/x.ts" } }]);
+  req = await h.request();
+  await h.tools([{ tool: "read", args: { filePath: "pkg/x.ts" } }]);
+  req = await h.request();
+  expect(latest(promptOf(req)).get("pkg/AGENTS.md")).toBe("PKG: use tabs");
+});
+
+for (const watch of [true, false]) for (const gap of [0, 1100]) test(`a rule file deleted and created again is delivered (watch: ${watch}, ${gap} ms between)`, async () => {
+  const plugin = await project({ "AGENTS.md": "R\n", "src/x.ts": "x", ".opencode/rules/r1.md": "RULE1\n", ".opencode/rules/r2.md": "RULE2 v1\n" }, { watch });
+  let seen = "";
+  await waitFor(async () => { seen += (await plugin.step("s")) ?? ""; seen += await tool(plugin, "s", "read", { filePath: "src/x.ts" }); return seen.includes("RULE2 v1"); }, 5000, "rules");
+  await rm(join(plugin.root, ".opencode/rules/r2.md"));
+  await plugin.step("s");
+  const gone = await tool(plugin, "s", "read", { filePath: "src/x.ts" });
+  await Bun.sleep(gap);
+  await writeFile(join(plugin.root, ".opencode/rules/r2.md"), "RULE2 v2\n");
+  await plugin.step("s");
+  let out = "";
+  for (let i = 0; i < 3; i++) out += await tool(plugin, "s", "read", { filePath: "src/x.ts" });
+  expect(out).toContain("RULE2 v2");
+});
+
+for (const watch of [true, false]) test(`a new rule file in the rules directory is delivered (watch: ${watch})`, async () => {
+  const plugin = await project({ "AGENTS.md": "R\n", "src/x.ts": "x", ".opencode/rules/r1.md": "RULE1\n" }, { watch });
+  let seen = "";
+  await waitFor(async () => { seen += (await plugin.step("s")) ?? ""; seen += await tool(plugin, "s", "read", { filePath: "src/x.ts" }); return seen.includes("RULE1"); }, 5000, "rules");
+  await writeFile(join(plugin.root, ".opencode/rules/r3.md"), "RULE3 new\n");
+  await plugin.step("s");
+  let out = "";
+  for (let i = 0; i < 3; i++) out += await tool(plugin, "s", "read", { filePath: "src/x.ts" });
+  expect(out).toContain("RULE3 new");
+});
+for (const watch of [true]) test(`a new always file beside an existing always file is delivered (watch: ${watch})`, async () => {
+  const plugin = await project({ "AGENTS.md": "R\n", "src/x.ts": "x", "docs/AGENTS.md": "---\ninclude: always\n---\nDOCS\n" , "docs/b/x.md": "x"}, { watch });
+  let seen = "";
+  await waitFor(async () => { seen += (await plugin.step("s")) ?? ""; seen += await tool(plugin, "s", "read", { filePath: "src/x.ts" }); return seen.includes("DOCS"); }, 5000, "always");
+  await writeFile(join(plugin.root, "docs/AGENTS.local.md"), "---\ninclude: always\n---\nDOCS LOCAL\n");
+  await plugin.step("s");
+  let out = "";
+  for (let i = 0; i < 3; i++) out += await tool(plugin, "s", "read", { filePath: "src/x.ts" });
+  expect(out).toContain("DOCS LOCAL");
+});
+
+test("after OpenCode's /undo removes the turn whose tool output carried a file, the file is sent again when reached", async () => {
+  const plugin = await project({ "AGENTS.md": "ROOT\n", "pkg/AGENTS.md": "PKG: use tabs\n", "pkg/x.ts": "x" });
+  const h = new Host(plugin.hooks, "ses_r");
+  await h.user("first");
+  await h.request();
+  const before = h.messages.length;
+  await h.user("edit pkg/x.ts");
+  await h.request();
+  const { out: [o] } = await h.tools([{ tool: "edit", args: { filePath: "pkg/x.ts" } }]);
+  expect(o).toContain("PKG: use tabs");
+  await h.request();
+  // /undo (SessionRevert): the last user message and everything after it leave the session.
+  h.messages = h.messages.slice(0, before);
+  await h.user("edit pkg/x.ts differently");
+  await h.request();
+  await h.tools([{ tool: "edit", args: { filePath: "pkg/x.ts" } }]);
+  const req = await h.request();
+  expect(latest(promptOf(req)).get("pkg/AGENTS.md")).toBe("PKG: use tabs");
+});
