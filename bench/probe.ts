@@ -240,6 +240,9 @@ async function rss(tree: Tree, touchedCount: number, control: boolean, baseline:
   session.messages.length = 0; // the host's copy of the conversation is not the plugin's memory
   await Bun.sleep(3000);
   Bun.gc(true);
+  // Bun's allocator (mimalloc) gives the pages a collection freed back to the OS after a delay: read
+  // at once, RSS still held 0-14 MiB of them, a spread from run to run (read 0.1-3 s later: settled).
+  await Bun.sleep(1000);
   const after = process.memoryUsage();
   const mappedAfter = rssByMapping();
   const capacityAfter = heapStats().heapCapacity;
