@@ -1195,6 +1195,10 @@ export class Engine {
     // Any file of a reached directory may be the one known by name: its own, its local variant, a rule file.
     if (quietKey === session.quietKey && session.notices.length === 0 && ![...reachedDirs].some((dir) => session.namesIn(dir))) return "";
     if (session.stepTokensLeft < MIN_DELIVERY_TOKENS) return "";
+    // Composed with no more budget than last time, from the same files, a block that would only name
+    // again files the conversation knows by name says nothing new (see below).
+    const namedOnly = session.namedOnly;
+    if (namedOnly !== undefined && namedOnly.key === quietKey && session.stepTokensLeft <= namedOnly.tokens && session.notices.length === 0) return "";
     const updated: { file: FileVersion; tier: number }[] = [];
     const reachedNow: { file: FileVersion; tier: number }[] = [];
     const others: { file: FileVersion; tier: number }[] = [];
@@ -1232,6 +1236,14 @@ export class Engine {
       notices,
     });
     if (composed.failed) return "";
+    // Every file only named, each known by name already: sent, it would repeat its list at every call
+    // that reaches those directories, and never a file (a path longer than the budget leaves, on a
+    // deep chain of long names, was 3.7 KB at every call for a 15-token file).
+    const repeatsNames = composed.entries.length > 0 && composed.entries.every((entry) => entry.state === "pending" && session.known(entry.key)?.held === "named");
+    if (repeatsNames && deleted.length === 0 && notices.length === 0) {
+      session.namedOnly = { key: quietKey, tokens: session.stepTokensLeft };
+      return "";
+    }
     for (const path of deleted) {
       session.drop(path);
       if (session.system?.paths.has(path) === true) session.noted(carrier, path);

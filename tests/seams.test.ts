@@ -255,3 +255,24 @@ test("after OpenCode's /undo removes the turn whose tool output carried a file, 
   const req = await h.request();
   expect(latest(promptOf(req)).get("pkg/AGENTS.md")).toBe("PKG: use tabs");
 });
+
+test("files whose paths leave no room in the delivery budget are named once, not again at every call that reaches them (a hunt: 3.7 KB at every call, forever)", async () => {
+  const long = "x".repeat(240);
+  const files: Record<string, string> = { "AGENTS.md": "# root\n" };
+  let dir = "";
+  for (let level = 0; level < 14; level++) {
+    dir += `${long}-${level}/`;
+    files[`${dir}AGENTS.md`] = `# level ${level}\n\nrule ${level}.\n`;
+  }
+  files[`${dir}leaf.ts`] = "x";
+  const plugin = await project(files);
+  await plugin.step("s");
+  const appended: number[] = [];
+  for (let call = 0; call < 16; call++) {
+    appended.push((await tool(plugin, "s", "read", { filePath: `${dir}leaf.ts` })).length - "tool result".length);
+    await plugin.step("s");
+  }
+  // Files are sent while they fit; then nothing more is appended (before: the same list of names at every call).
+  expect(appended.slice(0, 2).every((chars) => chars > 0)).toBe(true);
+  expect(appended.slice(-4)).toEqual([0, 0, 0, 0]);
+});

@@ -286,6 +286,9 @@ export class Session {
     this.notes.clear();
   }
 
+  /** The last delivery that would only have named again files known by name: its nothing-changed key and budget. */
+  namedOnly: { readonly key: string; readonly tokens: number } | undefined;
+
   /** Grows when a carrier leaves the conversation: a diff that found nothing to deliver before may find its files now. */
   vanishedRevision = 0;
 
