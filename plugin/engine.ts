@@ -825,7 +825,7 @@ export class Engine {
     }
     if (!this.catalogBuilding && session.unranked.length > 0) for (const text of session.unranked.splice(0)) this.attach(session, text);
     const ruled = this.rule(session, hierarchy);
-    this.checkWatches(session, ruled);
+    this.checkWatches(session, ruled, since);
     return ruled;
   }
 
@@ -836,8 +836,13 @@ export class Engine {
    * session's hierarchy is brought up to date (a tool call, a message, a block; only sessions with a
    * watching file pay for it); a file loaded later starts from what is there then, with no old notices.
    */
-  private checkWatches(session: Session, ruled: Ruled): void {
+  private checkWatches(session: Session, ruled: Ruled, since: number): void {
     if (ruled.watchers.length === 0 && session.watched.size === 0) return;
+    // A check of the same watching files that began after `since` has every change saved before it:
+    // the parallel calls of a step stat the targets once (a hunt: 5 watching files, 4 calls a step,
+    // 13.9 ms a step).
+    if (session.watchesChecked !== undefined && session.watchesChecked.at >= since && session.watchesChecked.watchers === ruled.watchers) return;
+    session.watchesChecked = { at: performance.now(), watchers: ruled.watchers };
     const watching = new Set<string>();
     for (const file of ruled.watchers) {
       const contract = readContract(file.frontmatter);

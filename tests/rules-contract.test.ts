@@ -388,6 +388,21 @@ describe("watch", () => {
     const glob = "[pkg/inner/AGENTS.md was changed; always/deep/AGENTS.md keeps an eye on it (watch)";
     expect(await plugin.stepUntil("ses_w", (block) => block?.includes(glob) === true, "the pkg/inner notice")).toContain(glob);
   });
+
+  test("parallel calls share a check of the watched files only when it began after their tool ran: a change saved after one call's check is in the next call's output", async () => {
+    const { plugin, root } = await open({});
+    const notice = "[docs/style.md was changed; always/deep/AGENTS.md keeps an eye on it (watch)";
+    await plugin.stepUntil("ses_wp", (block) => block?.includes("ALWAYS-RULE") === true, "the watching file");
+    const after = async (callID: string) => {
+      const output = { title: "read", output: "tool result", metadata: {} };
+      await plugin.hooks["tool.execute.after"]!({ tool: "read", sessionID: "ses_wp", callID, args: { filePath: join(root, "README.md") } } as never, output as never);
+      return output.output;
+    };
+    for (let call = 0; call < 2; call++) await plugin.touch("ses_wp", "read", { filePath: join(root, "README.md") });
+    expect(await after("c1")).not.toContain("was changed");
+    await writeFile(join(root, "docs/style.md"), "IMPORTED-STYLE: spaces again.\n");
+    expect(await after("c2")).toContain(notice);
+  });
 });
 
 describe("override notes", () => {

@@ -102,6 +102,8 @@ export class Session {
   readonly attached = new Map<string, number>();
   /** Per loaded file with `watch:`, what stat said of each file it watches when last looked. */
   readonly watched = new Map<string, Map<string, string>>();
+  /** When the watching files' targets were last stat'd, and which files (see Engine.checkWatches). */
+  watchesChecked: { readonly at: number; readonly watchers: readonly unknown[] } | undefined;
   /** Notices not yet said (watch, unload), first come first: queued by notify, taken from the front only. */
   readonly notices: string[] = [];
   /** Per subject, its last notice queued and when (its number among all queued): see notify. */
