@@ -501,7 +501,17 @@ export class Engine {
       session.lastMessage = { index: lastIndex, id: lastId };
       if (!compacted && seen !== undefined && idAt(seen.index) !== seen.id) {
         const present = ids();
-        for (const carrier of [...session.carriers()]) if (!present.has(carrier)) for (const path of session.vanished(carrier)) session.returning.add(path);
+        const { outputs } = kept();
+        for (const carrier of [...session.carriers()]) {
+          if (!present.has(carrier)) {
+            for (const path of session.vanished(carrier)) session.returning.add(path);
+            continue;
+          }
+          // An id that names several outputs (providers that number calls per response): what no
+          // output of it left still shows went with the undone turn.
+          const left = outputs.get(carrier);
+          if (left !== undefined) session.forgetUnshown(carrier, this.showing(session, carrier, left));
+        }
       }
       // OpenCode sends the messages from a summary on: the counts of an id's parts start again.
       if (compacted) session.prunesJudged.clear();
@@ -744,7 +754,12 @@ export class Engine {
       } else {
         const { files } = this.unloadTarget(session, target, this.current(session));
         // The model learns it as from the tool: a frozen system block may still hold the text.
-        for (const file of files) session.notify(unloadNotice(file.rel), `unload:${file.path}`);
+        for (const file of files) {
+          const notice = unloadNotice(file.rel);
+          session.notify(notice, `unload:${file.path}`);
+          // Its carrier, once a delivery tells it, is one of a note: pruned, the block is built again without the file.
+          if (session.system?.paths.has(file.path) === true) session.noticeFiles.set(notice, file.path);
+        }
       }
     }
   }
@@ -1202,8 +1217,10 @@ export class Engine {
     if (session.stepTokensLeft < MIN_DELIVERY_TOKENS) return "";
     // Composed with no more budget than last time, from the same files, a block that would only name
     // again files the conversation knows by name says nothing new (see below).
+    // Keyed by the reached directories that hold named files too: another call may reach a file that fits.
+    const namedKey = `${quietKey}|${[...reachedDirs].filter((dir) => session.namesIn(dir)).sort().join("\0")}`;
     const namedOnly = session.namedOnly;
-    if (namedOnly !== undefined && namedOnly.key === quietKey && session.stepTokensLeft <= namedOnly.tokens && session.notices.length === 0) return "";
+    if (namedOnly !== undefined && namedOnly.key === namedKey && session.stepTokensLeft <= namedOnly.tokens && session.notices.length === 0) return "";
     const updated: { file: FileVersion; tier: number }[] = [];
     const reachedNow: { file: FileVersion; tier: number }[] = [];
     const others: { file: FileVersion; tier: number }[] = [];
@@ -1246,7 +1263,7 @@ export class Engine {
     // deep chain of long names, was 3.7 KB at every call for a 15-token file).
     const repeatsNames = composed.entries.length > 0 && composed.entries.every((entry) => entry.state === "pending" && session.known(entry.key)?.held === "named");
     if (repeatsNames && deleted.length === 0 && notices.length === 0) {
-      session.namedOnly = { key: quietKey, tokens: session.stepTokensLeft };
+      session.namedOnly = { key: namedKey, tokens: session.stepTokensLeft };
       return "";
     }
     for (const path of deleted) {
@@ -1254,7 +1271,14 @@ export class Engine {
       if (session.system?.paths.has(path) === true) session.noted(carrier, path);
     }
     // An empty block (its frame alone over the step's budget left) told none.
-    if (composed.text !== "") session.notices.splice(0, notices.length);
+    if (composed.text !== "") {
+      for (const told of session.notices.splice(0, notices.length)) {
+        const path = session.noticeFiles.get(told);
+        if (path === undefined) continue;
+        session.noticeFiles.delete(told);
+        session.noted(carrier, path);
+      }
+    }
     this.remember(session, composed, carrier, hierarchy);
     session.stepTokensLeft -= composed.tokens;
     session.quietKey = quietKey;
@@ -1372,6 +1396,9 @@ export class Engine {
         calls.flatMap((call) => toolPaths(call.tool, call.input, this.settings.directory, this.settings.worktree));
       // The system block it had: the hierarchy of the touches before its last compaction (none: its start).
       session.touch(touches(history.calls.slice(0, history.compactedCalls)));
+      // The worktree's always, agent and rule files are in what the history carries too: read before
+      // the catalog is built, they were sent again once it was, and their deletion never told.
+      await this.catalogBuilt();
       const baseline = await this.fresh(session);
       const baselinePaths = new Set(baseline.files.map((file) => file.path));
       session.system = { text: "", paths: baselinePaths };
@@ -1394,7 +1421,8 @@ export class Engine {
       // on every text (600 outputs of a 600-file session took 2.5 s in one task), in slices.
       const byHead = new Map(hierarchy.files.map((file) => [sectionPrefix(file.rel), file]));
       const byNotice = new Map(hierarchy.files.map((file) => [deletedNotice(file.rel), file]));
-      const holdWhole = (file: FileVersion, carrier: string) => session.hold(file.path, { sha256: file.sha256, held: "whole", carrier, dir: file.dir });
+      const holdWhole = (file: FileVersion, carrier: string) =>
+        session.hold(file.path, { sha256: file.sha256, held: "whole", carrier, dir: file.dir, ...(hierarchy.dirSet.has(file.dir) ? {} : { loose: true as const }) });
       await inSlices(history.carried, RESTORE_SLICE_MS, ({ text, carrier, loaded }) => {
         const block = appendedBlock(text);
         if (block !== undefined) session.delivered(carrier, block);

@@ -4,6 +4,7 @@ import { mkdir, mkdtemp, realpath, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { Host, latest, promptOf } from "./helpers/conversation.ts";
+import { appendSteer } from "../plugin/records/format.ts";
 import { callContextTool, start, waitFor, type Started } from "./helpers/harness.ts";
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -236,26 +237,6 @@ for (const watch of [true]) test(`a new always file beside an existing always fi
   expect(out).toContain("DOCS LOCAL");
 });
 
-test("after OpenCode's /undo removes the turn whose tool output carried a file, the file is sent again when reached", async () => {
-  const plugin = await project({ "AGENTS.md": "ROOT\n", "pkg/AGENTS.md": "PKG: use tabs\n", "pkg/x.ts": "x" });
-  const h = new Host(plugin.hooks, "ses_r");
-  await h.user("first");
-  await h.request();
-  const before = h.messages.length;
-  await h.user("edit pkg/x.ts");
-  await h.request();
-  const { out: [o] } = await h.tools([{ tool: "edit", args: { filePath: "pkg/x.ts" } }]);
-  expect(o).toContain("PKG: use tabs");
-  await h.request();
-  // /undo (SessionRevert): the last user message and everything after it leave the session.
-  h.messages = h.messages.slice(0, before);
-  await h.user("edit pkg/x.ts differently");
-  await h.request();
-  await h.tools([{ tool: "edit", args: { filePath: "pkg/x.ts" } }]);
-  const req = await h.request();
-  expect(latest(promptOf(req)).get("pkg/AGENTS.md")).toBe("PKG: use tabs");
-});
-
 test("files whose paths leave no room in the delivery budget are named once, not again at every call that reaches them (a hunt: 3.7 KB at every call, forever)", async () => {
   const long = "x".repeat(240);
   const files: Record<string, string> = { "AGENTS.md": "# root\n" };
@@ -275,4 +256,139 @@ test("files whose paths leave no room in the delivery budget are named once, not
   // Files are sent while they fit; then nothing more is appended (before: the same list of names at every call).
   expect(appended.slice(0, 2).every((chars) => chars > 0)).toBe(true);
   expect(appended.slice(-4)).toEqual([0, 0, 0, 0]);
+});
+
+// Found by a review of the fixes above (each fails on 9edef17).
+// A fenced block cannot be cut: the file is sent whole or only named.
+const fenced = (head: string, lines: number) => "```\n" + head + "\n" + Array.from({ length: lines }, (_, i) => `v${i} = ${i}`).join("\n") + "\n```\n";
+
+test("a file only named in a step short of budget is delivered by a later call that reaches it with the full budget", async () => {
+  const plugin = await project({ "AGENTS.md": "# root\n", "big/AGENTS.md": fenced("BIG", 400), "big/inner/AGENTS.md": fenced("INNER", 30), "big/inner/a.ts": "a", "y/AGENTS.md": fenced("Y-RULE: use tabs", 40), "y/b.ts": "b" }, { deliveryTokens: 400 });
+  const h = new Host(plugin.hooks, "ses_n");
+  await h.user("go");
+  await h.request();
+  // One step, two calls: big/AGENTS.md never fits; y/AGENTS.md is named by the first call and does not fit what the step has left.
+  await h.tools([{ tool: "read", args: { filePath: "big/inner/a.ts" } }, { tool: "read", args: { filePath: "y/b.ts" } }]);
+  await h.request();
+  await h.tools([{ tool: "read", args: { filePath: "big/inner/a.ts" } }]); // a new step: big's file is only named again (not sent)
+  await h.request();
+  let out = "";
+  for (let i = 0; i < 3; i++) { out += (await h.tools([{ tool: "read", args: { filePath: "y/b.ts" } }])).out[0]; await h.request(); }
+  expect(out).toContain("Y-RULE: use tabs"); // 400 tokens a step: y/AGENTS.md fits whole
+});
+
+test("the TUI's unload of a file of the frozen block: its notice pruned, the block's copy is not back in force", async () => {
+  const root = await realpath(await mkdtemp(join(tmpdir(), "tmpx-")));
+  const records = join(root, ".records");
+  for (const [rel, text] of Object.entries({ "AGENTS.md": "ROOT: answer in French\n", "src/y.ts": "y" })) { await mkdir(dirname(join(root, rel)), { recursive: true }); await writeFile(join(root, rel), text); }
+  spawnSync("git", ["init", "-q"], { cwd: root });
+  const plugin: Started = await start(root, { recordsDir: records });
+  cleanups.push(async () => { await plugin.dispose(); await rm(root, { recursive: true, force: true }); });
+  const h = new Host(plugin.hooks, "ses_tu");
+  await h.user("go");
+  let req = await h.request();
+  expect(req.system[1]).toContain("ROOT: answer in French");
+  appendSteer(records, "ses_tu", "unload", "AGENTS.md");
+  await h.request(); // the TUI's request is applied
+  const { out: [o], ids: [c] } = await h.tools([{ tool: "read", args: { filePath: "src/y.ts" } }]);
+  expect(o).toContain("disregard");
+  await h.request();
+  await h.tools([{ tool: "read", args: { filePath: "src/y.ts" } }]);
+  h.prune(c!);
+  req = await h.request();
+  const prompt = promptOf(req);
+  expect(prompt.includes("ROOT: answer in French") && !/AGENTS\.md[^\n]*disregard/.test(prompt)).toBe(false);
+});
+
+/** A provider that numbers calls per response: the first call of every step is "call_0". */
+class ReusingHost extends Host {
+  override nextId(p: string) { return p === "call" ? "call_0" : super.nextId(p); }
+}
+
+for (const [ids, Conversation] of [["its own id", Host], ["an id reused by every step (call_0)", ReusingHost]] as const) test(`after OpenCode's /undo removes the turn whose tool output carried a file (each call ${ids}), the file is sent again when reached`, async () => {
+  const plugin = await project({ "AGENTS.md": "ROOT\n", "a/AGENTS.md": "A rules\n", "a/x.ts": "x", "pkg/AGENTS.md": "PKG: use tabs\n", "pkg/x.ts": "x" });
+  const h = new Conversation(plugin.hooks, "ses_r");
+  await h.user("first");
+  await h.request();
+  await h.tools([{ tool: "read", args: { filePath: "a/x.ts" } }]);
+  await h.request();
+  const before = h.messages.length;
+  await h.user("edit pkg/x.ts");
+  await h.request();
+  const { out: [o] } = await h.tools([{ tool: "edit", args: { filePath: "pkg/x.ts" } }]);
+  expect(o).toContain("PKG: use tabs");
+  await h.request();
+  // /undo (SessionRevert): the last user message and everything after it leave the session.
+  h.messages = h.messages.slice(0, before);
+  await h.user("edit pkg/x.ts differently");
+  await h.request();
+  await h.tools([{ tool: "edit", args: { filePath: "pkg/x.ts" } }]);
+  const req = await h.request();
+  expect(latest(promptOf(req)).get("pkg/AGENTS.md")).toBe("PKG: use tabs");
+});
+
+test("/undo of the turn that unloaded a file of the frozen block: the file is not silently dropped from the context", async () => {
+  const plugin = await project({ "AGENTS.md": "ROOT: answer in French\n", "src/y.ts": "y" });
+  const h = new Host(plugin.hooks, "ses_u");
+  await h.user("go");
+  let req = await h.request();
+  expect(req.system[1]).toContain("ROOT: answer in French");
+  await h.tools([{ tool: "read", args: { filePath: "src/y.ts" } }]);
+  await h.request();
+  const before = h.messages.length;
+  await h.user("unload the root instructions");
+  await h.request();
+  const args = { action: "unload", path: "AGENTS.md", section: "", content: "" };
+  const text = await plugin.hooks.tool!.project_context!.execute(args as never, { sessionID: "ses_u", messageID: "m", agent: "build" } as never);
+  await h.tools([{ tool: "project_context", args, output: text as string }]);
+  await h.request();
+  h.messages = h.messages.slice(0, before); // /undo: the unload's turn is gone
+  await h.user("carry on");
+  req = await h.request();
+  await h.tools([{ tool: "read", args: { filePath: "src/y.ts" } }]);
+  req = await h.request();
+  const prompt = promptOf(req);
+  // Either the root file's text is in force, or the model is told to disregard it: not gone with no word.
+  expect(prompt.includes("ROOT: answer in French") || /disregard/.test(prompt)).toBe(true);
+});
+
+async function call(plugin: Started, callID: string, args: Record<string, unknown>) {
+  await plugin.touch("s", "read", args);
+  const result = { title: "read", output: "x", metadata: {} };
+  await plugin.hooks["tool.execute.after"]!({ tool: "read", sessionID: "s", callID, args } as never, result as never);
+  return result.output;
+}
+
+test("a continued session: deleting an always file a tool output delivered before the restart is announced", async () => {
+  const root = await realpath(await mkdtemp(join(tmpdir(), "tmpx-")));
+  for (const [rel, text] of Object.entries({ "AGENTS.md": "# Root\n", "src/x.ts": "x", "docs/AGENTS.md": "---\ninclude: always\n---\nALWAYS-DOCS v1\n" })) { await mkdir(dirname(join(root, rel)), { recursive: true }); await writeFile(join(root, rel), text); }
+  spawnSync("git", ["init", "-q"], { cwd: root });
+  const first = await start(root, { records: false });
+  cleanups.push(async () => { await rm(root, { recursive: true, force: true }); });
+  await first.step("s");
+  // the catalog is built after the first block: the always file rides on a tool output
+  const parts: unknown[] = [];
+  let n = 0;
+  await waitFor(async () => {
+    const id = `c${++n}`;
+    const output = await call(first, id, { filePath: "src/x.ts" });
+    parts.push({ type: "tool", callID: id, tool: "read", state: { status: "completed", input: { filePath: "src/x.ts" }, output, time: { start: 1, end: 2 } } });
+    return output.includes("ALWAYS-DOCS v1");
+  }, 5000, "always file on an output");
+  await first.dispose();
+  const history = [
+    { info: { id: "msg_1", role: "user", sessionID: "s" }, parts: [{ type: "text", text: "hi" }] },
+    { info: { id: "msg_2", role: "assistant", sessionID: "s" }, parts },
+  ];
+  const again = await start(root, { records: false }, { history });
+  cleanups.unshift(() => again.dispose());
+  await again.step("s");
+  let out = "";
+  for (let i = 0; i < 2; i++) out += await call(again, `d${i}`, { filePath: "src/x.ts" });
+  expect(out).not.toContain("ALWAYS-DOCS v1"); // held by the restored output: not repeated
+  await rm(join(root, "docs/AGENTS.md"));
+  await again.step("s");
+  out = "";
+  for (let i = 0; i < 3; i++) out += await call(again, `e${i}`, { filePath: "src/x.ts" });
+  expect(out).toContain("docs/AGENTS.md no longer applies");
 });

@@ -284,6 +284,8 @@ export class Catalog {
   }
 
   private listRuleDir(dir: string): void {
+    // Never a directory a symlink on the way leads to (outside the worktree, maybe), as for watches.
+    if (realPathOr(dir) !== dir) return;
     const seen = new Map<string, string>();
     for (const name of readdirOrEmpty(dir)) {
       const path = join(dir, name);
@@ -355,8 +357,17 @@ export class Catalog {
     this.unguarded.delete(dir);
   }
 
-  /** Kept to be watched again when it is back; the latest MAX_GONE only (each costs a stat a refresh, and most never come back). */
+  /** Directories watched only as an ancestor of another (see watchDir): never kept among the gone. */
+  private readonly guardsOnly = new Set<string>();
+
+  /**
+   * Kept to be watched again when it is back; the latest MAX_GONE only (each costs a stat a refresh,
+   * and most never come back). Not an ancestor watched only as a guard: it comes back with a
+   * directory below it (a deleted tree takes its deepest directories first, and its ancestors pushed
+   * them out of the list).
+   */
   private goneAway(dir: string): void {
+    if (this.guardsOnly.delete(dir)) return;
     this.gone.delete(dir);
     this.gone.add(dir);
     if (this.gone.size > MAX_GONE) this.gone.delete(this.gone.values().next().value!);
@@ -461,8 +472,12 @@ export class Catalog {
     if (this.options.watch) for (const dir of this.ruleDirs) this.watchDir(dir);
   }
 
-  private watchDir(dir: string): void {
-    if (this.watchers.has(dir) || this.disposed) return;
+  private watchDir(dir: string, asGuard = false): void {
+    if (this.watchers.has(dir)) {
+      if (!asGuard) this.guardsOnly.delete(dir);
+      return;
+    }
+    if (this.disposed) return;
     if (this.inotify !== undefined) {
       // Its identity before the watch: a directory replaced in between is found changed at the next refresh.
       const id = this.dirId(dir);
@@ -474,10 +489,11 @@ export class Catalog {
         // Not watched (out of watches, say): its entries stay unsure, stat'd at every refresh.
         return;
       }
+      if (asGuard) this.guardsOnly.add(dir);
       // Its ancestors too, each once (checkWatchedDirs): a real directory's ancestors are real.
       const parent = dirname(dir);
       if (dir === this.options.worktree || !isInside(parent, this.options.worktree)) return;
-      this.watchDir(parent);
+      this.watchDir(parent, true);
       if (!this.watchers.has(parent) || this.unguarded.has(parent)) this.unguarded.add(dir);
       return;
     }

@@ -277,6 +277,8 @@ export class Session {
   private readonly notes = new Map<string, Set<string>>();
   /** Files of the block a project_context unload took out, for its call's after hook to name the carrier. */
   readonly unloadedByTool: string[] = [];
+  /** Queued notices (a TUI's unload) about files of the block, by text: the delivery that tells one notes its carrier. */
+  readonly noticeFiles = new Map<string, string>();
 
   noted(carrier: string, path: string): void {
     let paths = this.notes.get(carrier);
@@ -313,7 +315,23 @@ export class Session {
     for (const path of [...(this.carried.get(carrier) ?? [])]) this.drop(path);
     const noted = this.notes.get(carrier);
     this.notes.delete(carrier);
-    return noted === undefined ? [] : [...noted];
+    // An unload undone with its turn: the file is back, as the block still shows it. A deletion's
+    // notice undone: the block must be built again without the file.
+    const returned: string[] = [];
+    for (const path of noted ?? []) {
+      if (this.unloaded.has(path)) this.reloadFile(path);
+      else returned.push(path);
+    }
+    return returned;
+  }
+
+  /** Lets go of the files `carrier` holds that `stillShown` says none of its outputs shows any more (see vanished). */
+  forgetUnshown(carrier: string, stillShown: (path: string) => boolean): void {
+    for (const path of [...(this.carried.get(carrier) ?? [])]) {
+      if (stillShown(path)) continue;
+      this.vanishedRevision++;
+      this.drop(path);
+    }
   }
 
   /** The files `carrier` holds now. */

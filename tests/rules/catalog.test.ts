@@ -268,6 +268,20 @@ describe("catalog: which context files are entries", () => {
   });
 });
 
+test("watch false: a rule directory replaced by a symlink leading out of the worktree is not listed (found in review: its 2,000 names entered the index at every refresh)", async () => {
+  const root = scratch.dir();
+  const outside = scratch.dir();
+  for (let i = 0; i < 2000; i++) writeFileSync(join(outside, `n${i}.md`), `${block("include: always")}OUTSIDE\n`);
+  scratch.write(root, { ".opencode/rules/r.md": "RULE\n", "AGENTS.md": "# r\n" });
+  const catalog = await build(root);
+  await catalog.refresh(performance.now());
+  rmSync(join(root, ".opencode/rules"), { recursive: true });
+  symlinkSync(outside, join(root, ".opencode/rules"));
+  for (let i = 0; i < 3; i++) await catalog.refresh(performance.now());
+  expect(catalog.index?.files.filter((rel) => rel.startsWith(".opencode/rules/n"))).toEqual([]);
+  expect([...catalog.all].map((entry) => entry.file.rel)).toEqual([]);
+});
+
 describe("catalog: freshness with inotify (Linux)", () => {
   const LINUX = process.platform === "linux";
   const always = (text: string) => `${block("include: always")}${text}\n`;
@@ -314,6 +328,29 @@ describe("catalog: freshness with inotify (Linux)", () => {
     // Before their ancestors were watched: one identity stat per directory holding an entry, at every refresh (3 * 40 here).
     expect([catalog.refreshStats - stats, catalog.dirChecks - checks]).toEqual([0, 0]);
   });
+
+  // Found by a review of the ancestors' watches: a deleted tree takes its deepest directories first,
+  // and the ancestors watched as guards pushed them out of the 256 kept to be watched again.
+  for (const [count, under] of [[200, "docs"], [60, "src/lib/x/docs"]] as const) {
+    test.skipIf(!LINUX)(`a tree of ${count} entry directories (${under.split("/").length + 2} levels) deleted and checked out again: every always file is back`, async () => {
+      const root = scratch.dir();
+      const files: Record<string, string> = {};
+      for (let i = 0; i < count; i++) files[`packages/p${i}/${under}/AGENTS.md`] = always(`# p${i}`);
+      scratch.write(root, files);
+      await Bun.sleep(60);
+      const catalog = await build(root, undefined, true);
+      await catalog.refresh(performance.now());
+      expect([...catalog.all]).toHaveLength(count);
+      renameSync(join(root, "packages"), join(root, "backup"));
+      cpSync(join(root, "backup"), join(root, "saved"), { recursive: true });
+      rmSync(join(root, "backup"), { recursive: true });
+      await catalog.refresh(performance.now());
+      expect([...catalog.all]).toHaveLength(0);
+      cpSync(join(root, "saved"), join(root, "packages"), { recursive: true });
+      for (let i = 0; i < 3; i++) await catalog.refresh(performance.now());
+      expect([...catalog.all]).toHaveLength(count);
+    });
+  }
 
   test.skipIf(!LINUX)("an ancestor three levels up renamed, a copy put back and edited: the copy's edits are seen, and the steady refreshes after stat nothing again", async () => {
     const root = scratch.dir();
