@@ -427,7 +427,7 @@ export class Engine {
     // prune took is then judged file by file, see observe). "system" is the plugin's own block.
     const carrier = typeof callID === "string" && callID !== SYSTEM_CARRIER ? callID : undefined;
     // An unload's output is what tells the model to disregard a file the frozen block still shows.
-    if (tool === "project_context" && carrier !== undefined) for (const path of session.unloadedByTool.splice(0)) session.noted(carrier, path);
+    if (tool === "project_context" && carrier !== undefined) for (const { path, note } of session.unloadedByTool.splice(0)) session.noted(carrier, path, note);
     // The tool's own writes are saved by now: what is read after this moment has them.
     const since = performance.now();
     const loaded = tool === "read" ? strings((result.metadata as { loaded?: unknown } | undefined)?.loaded) : [];
@@ -636,7 +636,8 @@ export class Engine {
   private async unload(session: Session, target: Target): Promise<string> {
     const rel = this.shownRel(target.real);
     const { unpinned, files } = this.unloadTarget(session, target, await this.fresh(session, true));
-    for (const each of files) if (session.system?.paths.has(each.path) === true) session.unloadedByTool.push(each.path);
+    const pin = unpinned ? { path: target.path, isFile: target.isFile } : undefined;
+    for (const each of files) if (session.system?.paths.has(each.path) === true) session.unloadedByTool.push({ path: each.path, note: { unloaded: true, pin } });
     const [file] = files;
     if (file === undefined) {
       return unpinned ? `project_context unload: unpinned ${rel}.` : `project_context unload: ${rel} is not in this session's context (see the list action)`;
@@ -1397,8 +1398,9 @@ export class Engine {
       // The system block it had: the hierarchy of the touches before its last compaction (none: its start).
       session.touch(touches(history.calls.slice(0, history.compactedCalls)));
       // The worktree's always, agent and rule files are in what the history carries too: read before
-      // the catalog is built, they were sent again once it was, and their deletion never told.
-      await this.catalogBuilt();
+      // the catalog is built, they were sent again once it was, and their deletion never told. Waited
+      // for as long as a catalog normally takes, no longer (git may hang: 10 s, or a wrapper's child).
+      await Promise.race([this.catalogBuilt(), new Promise((resolve) => setTimeout(resolve, RESTORE_CATALOG_WAIT_MS).unref?.())]);
       const baseline = await this.fresh(session);
       const baselinePaths = new Set(baseline.files.map((file) => file.path));
       session.system = { text: "", paths: baselinePaths };
@@ -1523,6 +1525,8 @@ function stateText(file: FileRecord): string {
 
 /** A restore's work on its history, per slice of the event loop. */
 const RESTORE_SLICE_MS = 4;
+/** How long a continued session's restore waits for the worktree catalog: its usual build on a 10,000-file repo, with room. */
+const RESTORE_CATALOG_WAIT_MS = 1000;
 /** How every section head starts, and how a deletion notice ends (see render.ts). */
 const SECTION_START = sectionPrefix("").slice(0, -1);
 const DELETED_TAIL = deletedNotice("").slice(1);

@@ -1,5 +1,6 @@
 import { afterEach, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
+import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { mkdir, mkdtemp, realpath, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -277,17 +278,21 @@ test("a file only named in a step short of budget is delivered by a later call t
   expect(out).toContain("Y-RULE: use tabs"); // 400 tokens a step: y/AGENTS.md fits whole
 });
 
-test("the TUI's unload of a file of the frozen block: its notice pruned, the block's copy is not back in force", async () => {
-  const root = await realpath(await mkdtemp(join(tmpdir(), "tmpx-")));
-  const records = join(root, ".records");
-  for (const [rel, text] of Object.entries({ "AGENTS.md": "ROOT: answer in French\n", "src/y.ts": "y" })) { await mkdir(dirname(join(root, rel)), { recursive: true }); await writeFile(join(root, rel), text); }
-  spawnSync("git", ["init", "-q"], { cwd: root });
-  const plugin: Started = await start(root, { recordsDir: records });
-  cleanups.push(async () => { await plugin.dispose(); await rm(root, { recursive: true, force: true }); });
-  const h = new Host(plugin.hooks, "ses_tu");
+/** A session whose frozen block holds a French-speaking root file, with the TUI's steering file (records) to unpin it. */
+async function frenchRoot(sessionID: string): Promise<{ plugin: Started; h: Host; records: string }> {
+  const records = await realpath(await mkdtemp(join(tmpdir(), "seams-records-")));
+  const plugin = await project({ "AGENTS.md": "ROOT: answer in French\n", "src/y.ts": "y" }, { recordsDir: records });
+  // After the plugin's dispose, which writes its last records.
+  cleanups.push(() => rm(records, { recursive: true, force: true }));
+  const h = new Host(plugin.hooks, sessionID);
   await h.user("go");
-  let req = await h.request();
-  expect(req.system[1]).toContain("ROOT: answer in French");
+  expect((await h.request()).system[1]).toContain("ROOT: answer in French");
+  return { plugin, h, records };
+}
+
+test("the TUI's unload of a file of the frozen block: its notice pruned, the block's copy is not back in force", async () => {
+  const { plugin, h, records } = await frenchRoot("ses_tu");
+  let req: Awaited<ReturnType<Host["request"]>>;
   appendSteer(records, "ses_tu", "unload", "AGENTS.md");
   await h.request(); // the TUI's request is applied
   const { out: [o], ids: [c] } = await h.tools([{ tool: "read", args: { filePath: "src/y.ts" } }]);
@@ -392,3 +397,114 @@ test("a continued session: deleting an always file a tool output delivered befor
   for (let i = 0; i < 3; i++) out += await call(again, `e${i}`, { filePath: "src/x.ts" });
   expect(out).toContain("docs/AGENTS.md no longer applies");
 });
+
+// Found by a second review of the fixes (each fails on 1c3123a).
+test("an /undo of an unrelated turn does not make every surviving output's named files be named again", async () => {
+  const long = "x".repeat(240);
+  const files: Record<string, string> = { "AGENTS.md": "# root\n", "other/o.ts": "o" };
+  let dir = "";
+  for (let level = 0; level < 14; level++) { dir += `${long}-${level}/`; files[`${dir}AGENTS.md`] = `# level ${level}\n\nrule ${level}.\n`; }
+  files[`${dir}leaf.ts`] = "x";
+  const plugin = await project(files);
+  const h = new Host(plugin.hooks, "ses_c");
+  await h.user("go");
+  await h.request();
+  const appended: number[] = [];
+  for (let call = 0; call < 12; call++) { appended.push((await h.tools([{ tool: "read", args: { filePath: `${dir}leaf.ts` } }])).out[0]!.length - "tool result".length); await h.request(); }
+  expect(appended.slice(-3)).toEqual([0, 0, 0]);
+  const before = h.messages.length;
+  await h.user("look at other");
+  await h.request();
+  await h.tools([{ tool: "read", args: { filePath: "other/o.ts" } }]);
+  await h.request();
+  h.messages = h.messages.slice(0, before); // /undo of that turn: the outputs naming the files all survive
+  await h.user("again");
+  await h.request();
+  const after: number[] = [];
+  for (let call = 0; call < 3; call++) { after.push((await h.tools([{ tool: "read", args: { filePath: `${dir}leaf.ts` } }])).out[0]!.length - "tool result".length); await h.request(); }
+  console.log("chars appended per call after the undo:", after);
+  expect(after).toEqual([0, 0, 0]);
+});
+
+async function ctx(plugin: Started, h: Host, args: Record<string, string>) {
+  const full = { path: "", section: "", content: "", ...args };
+  const text = await plugin.hooks.tool!.project_context!.execute(full as never, { sessionID: h.id, messageID: "m", agent: "build" } as never);
+  return h.tools([{ tool: "project_context", args: full, output: text as string }]);
+}
+
+test("/undo of the unload of a pinned directory whose file is in the frozen block: the file's later edit reaches the model", async () => {
+  const plugin = await project({ "AGENTS.md": "ROOT\n", "lib/AGENTS.md": "LIB: use tabs\n", "lib/l.ts": "l", "src/y.ts": "y" }, { pin: ["lib"] });
+  const h = new Host(plugin.hooks, "ses_f");
+  await h.user("go");
+  let req = await h.request();
+  expect(req.system[1]).toContain("LIB: use tabs"); // pinned by the option: in the frozen block
+  await h.tools([{ tool: "read", args: { filePath: "src/y.ts" } }]);
+  await h.request();
+  const before = h.messages.length;
+  await h.user("drop lib");
+  await h.request();
+  const { out: [o] } = await ctx(plugin, h, { action: "unload", path: "lib" });
+  expect(o).toContain("disregard");
+  await h.request();
+  h.messages = h.messages.slice(0, before); // /undo of the unload's turn
+  await h.user("carry on");
+  await h.request();
+  await writeFile(join(plugin.root, "lib/AGENTS.md"), "LIB: use spaces\n");
+  for (let i = 0; i < 2; i++) { await h.tools([{ tool: "read", args: { filePath: "src/y.ts" } }]); req = await h.request(); }
+  const prompt = promptOf(req);
+  expect(latest(prompt).get("lib/AGENTS.md")).not.toBe("LIB: use tabs");
+});
+
+// The TUI's unload, told on a tool output of a turn the user later undoes: the file the user took out comes back.
+test("a TUI unload survives an /undo of the turn whose output happened to tell its notice", async () => {
+  const { plugin, h, records } = await frenchRoot("ses_tu");
+  let req: Awaited<ReturnType<Host["request"]>>;
+  await h.tools([{ tool: "read", args: { filePath: "src/y.ts" } }]);
+  await h.request();
+  const before = h.messages.length;
+  await h.user("refactor y");
+  appendSteer(records, "ses_tu", "unload", "AGENTS.md"); // the user unpins the root file in the TUI
+  await h.request();
+  const { out: [o] } = await h.tools([{ tool: "read", args: { filePath: "src/y.ts" } }]);
+  expect(o).toContain("taken out of this session's context by the user");
+  await h.request();
+  h.messages = h.messages.slice(0, before); // /undo of the refactor turn (not of the TUI's unpin)
+  await h.user("refactor y another way");
+  await h.request();
+  await h.tools([{ tool: "read", args: { filePath: "src/y.ts" } }]);
+  req = await h.request();
+  const prompt = promptOf(req);
+  // The user's unpin still holds: its text is not in force without a word.
+  expect(prompt.includes("ROOT: answer in French") && !/AGENTS\.md[^\n]*disregard/.test(prompt)).toBe(false);
+});
+
+// A git whose listing hangs (a huge or network worktree): rev-parse and config answer at once, ls-files never.
+function slowGit(dir: string): string {
+  const bin = join(dir, "bin");
+  mkdirSync(bin);
+  writeFileSync(join(bin, "git"), `#!/bin/bash\nfor a in "$@"; do if [ "$a" = "ls-files" ]; then exec sleep 30; fi; done\nexec /usr/bin/git "$@"\n`);
+  chmodSync(join(bin, "git"), 0o755);
+  return bin;
+}
+
+test("a continued session's first step waits for the worktree catalog a bounded time: a git whose listing hangs held it 10 s", async () => {
+  const root = await realpath(await mkdtemp(join(tmpdir(), "tmpx-")));
+  const scratch = await realpath(await mkdtemp(join(tmpdir(), "tmpx-bin-")));
+  for (const [rel, text] of Object.entries({ "AGENTS.md": "# Root\n", "src/x.ts": "x" })) { mkdirSync(dirname(join(root, rel)), { recursive: true }); writeFileSync(join(root, rel), text); }
+  spawnSync("git", ["init", "-q"], { cwd: root });
+  const path = process.env.PATH;
+  process.env.PATH = `${slowGit(scratch)}:${path}`;
+  const history = [
+    { info: { id: "msg_1", role: "user", sessionID: "s" }, parts: [{ type: "text", text: "hi" }] },
+    { info: { id: "msg_2", role: "assistant", sessionID: "s" }, parts: [{ type: "tool", callID: "c1", tool: "read", state: { status: "completed", input: { filePath: "src/x.ts" }, output: "x", time: { start: 1, end: 2 } } }] },
+  ];
+  const plugin = await start(root, { records: false }, { history });
+  cleanups.push(async () => { await plugin.dispose(); await rm(root, { recursive: true, force: true }); await rm(scratch, { recursive: true, force: true }); });
+  const t0 = performance.now();
+  const block = await plugin.step("s");
+  const ms = performance.now() - t0;
+  process.env.PATH = path;
+  expect(block).toContain("# Root");
+  // The wait is bounded (1 s): before, the listing's 10 s timeout, or a wrapper's child's whole life.
+  expect(ms).toBeLessThan(5000);
+}, 40_000);

@@ -367,7 +367,9 @@ export class Catalog {
    * them out of the list).
    */
   private goneAway(dir: string): void {
-    if (this.guardsOnly.delete(dir)) return;
+    // A guard replaced by another directory at its path (a checkout, lost events) is watched again at
+    // once: a directory below it that kept its identity would never bring it back.
+    if (this.guardsOnly.delete(dir)) return this.watchDir(dir, true);
     this.gone.delete(dir);
     this.gone.add(dir);
     if (this.gone.size > MAX_GONE) this.gone.delete(this.gone.values().next().value!);

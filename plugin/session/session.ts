@@ -21,6 +21,10 @@ export interface Known {
 }
 
 export const SYSTEM_CARRIER = "system";
+
+/** What a note's carrier did about a file of the block: told it no longer applies, or unloaded it by its own call (and the pin that unload took away). */
+export type Note = { readonly unloaded: false } | { readonly unloaded: true; readonly pin: ToolPath | undefined };
+const TOLD: Note = Object.freeze({ unloaded: false });
 const NOTHING_CARRIED: ReadonlySet<string> = new Set();
 
 /** Why the system block must be built again at the next step. */
@@ -274,16 +278,16 @@ export class Session {
    * carries: pruned, the notice no longer counters the block's copy, and the block is built again
    * without them. Cleared when the block is built.
    */
-  private readonly notes = new Map<string, Set<string>>();
+  private readonly notes = new Map<string, Map<string, Note>>();
   /** Files of the block a project_context unload took out, for its call's after hook to name the carrier. */
-  readonly unloadedByTool: string[] = [];
+  readonly unloadedByTool: { readonly path: string; readonly note: Note }[] = [];
   /** Queued notices (a TUI's unload) about files of the block, by text: the delivery that tells one notes its carrier. */
   readonly noticeFiles = new Map<string, string>();
 
-  noted(carrier: string, path: string): void {
+  noted(carrier: string, path: string, note: Note = TOLD): void {
     let paths = this.notes.get(carrier);
-    if (paths === undefined) this.notes.set(carrier, (paths = new Set()));
-    paths.add(path);
+    if (paths === undefined) this.notes.set(carrier, (paths = new Map()));
+    paths.set(path, note);
   }
 
   clearNotes(): void {
@@ -315,12 +319,16 @@ export class Session {
     for (const path of [...(this.carried.get(carrier) ?? [])]) this.drop(path);
     const noted = this.notes.get(carrier);
     this.notes.delete(carrier);
-    // An unload undone with its turn: the file is back, as the block still shows it. A deletion's
-    // notice undone: the block must be built again without the file.
+    // The call's own unload undone with its turn: the file is back, as the block still shows it, and
+    // so is the pin the unload took away. A notice told (a deletion, a TUI's unload) undone: the block
+    // must be built again without the file.
     const returned: string[] = [];
-    for (const path of noted ?? []) {
-      if (this.unloaded.has(path)) this.reloadFile(path);
-      else returned.push(path);
+    for (const [path, note] of noted ?? []) {
+      if (!note.unloaded) returned.push(path);
+      else {
+        this.reloadFile(path);
+        if (note.pin !== undefined) this.pin(note.pin);
+      }
     }
     return returned;
   }
@@ -328,7 +336,8 @@ export class Session {
   /** Lets go of the files `carrier` holds that `stillShown` says none of its outputs shows any more (see vanished). */
   forgetUnshown(carrier: string, stillShown: (path: string) => boolean): void {
     for (const path of [...(this.carried.get(carrier) ?? [])]) {
-      if (stillShown(path)) continue;
+      // Only a section shows a file; one known by name is delivered when reached anyway.
+      if (this.knownFiles.get(path)?.held === "named" || stillShown(path)) continue;
       this.vanishedRevision++;
       this.drop(path);
     }
@@ -350,6 +359,6 @@ export class Session {
     for (const path of paths) this.drop(path);
     const noted = this.notes.get(carrier);
     this.notes.delete(carrier);
-    return noted === undefined ? paths : [...paths, ...noted];
+    return noted === undefined ? paths : [...paths, ...noted.keys()];
   }
 }

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { cpSync, linkSync, mkdirSync, renameSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, linkSync, mkdirSync, renameSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { parseFrontmatter } from "../../plugin/files/frontmatter.ts";
@@ -351,6 +351,31 @@ describe("catalog: freshness with inotify (Linux)", () => {
       expect([...catalog.all]).toHaveLength(count);
     });
   }
+
+  // Found by a second review: a guard dropped from the gone list was never watched again.
+  for (const overflow of [false, true]) test.skipIf(!LINUX)(`an ancestor watched as a guard replaced under its kept child${overflow ? " after a queue overflow" : ""}, then renamed: the child's always file leaves the catalog`, async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "pk/foo/AGENTS.md": always("# foo"), "other/AGENTS.md": always("# o") });
+    await Bun.sleep(60);
+    const catalog = await build(root, undefined, true);
+    await catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
+  // All synchronous (no idle drain in between): the kernel's queue (16,384 events) overflows first.
+    if (overflow) for (let i = 0; i < 7000; i++) writeFileSync(join(root, "pk", `n${i}.txt`), "x");
+  // pk is swapped for a new directory holding the same foo (same inode): a tool's atomic replace.
+    mkdirSync(join(root, "pk.new"));
+    renameSync(join(root, "pk/foo"), join(root, "pk.new/foo"));
+    renameSync(join(root, "pk"), join(root, "pk.old"));
+    renameSync(join(root, "pk.new"), join(root, "pk"));
+    await catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
+    expect(catalog.get(join(root, "pk/foo/AGENTS.md"))?.file.body).toBe("# foo\n");
+    renameSync(join(root, "pk"), join(root, "moved"));
+    await catalog.refresh(performance.now());
+    await catalog.refresh(performance.now());
+    expect(existsSync(join(root, "pk/foo/AGENTS.md"))).toBe(false);
+    expect(catalog.get(join(root, "pk/foo/AGENTS.md"))?.file.body).toBeUndefined();
+  }, 30_000);
 
   test.skipIf(!LINUX)("an ancestor three levels up renamed, a copy put back and edited: the copy's edits are seen, and the steady refreshes after stat nothing again", async () => {
     const root = scratch.dir();
