@@ -1216,9 +1216,8 @@ export class Engine {
     // Any file of a reached directory may be the one known by name: its own, its local variant, a rule file.
     if (quietKey === session.quietKey && session.notices.length === 0 && ![...reachedDirs].some((dir) => session.namesIn(dir))) return "";
     if (session.stepTokensLeft < MIN_DELIVERY_TOKENS) return "";
-    // Composed with no more budget than last time, from the same files, a block that would only name
-    // again files the conversation knows by name says nothing new (see below).
-    // Keyed by the reached directories that hold named files too: another call may reach a file that fits.
+    // Composed with no more budget than last time, from the same files and reaching the same
+    // directories of files known by name, a block that only named again such files says nothing new (see below).
     const namedKey = `${quietKey}|${[...reachedDirs].filter((dir) => session.namesIn(dir)).sort().join("\0")}`;
     const namedOnly = session.namedOnly;
     if (namedOnly !== undefined && namedOnly.key === namedKey && session.stepTokensLeft <= namedOnly.tokens && session.notices.length === 0) return "";
@@ -1299,8 +1298,7 @@ export class Engine {
       // A file only named (it did not fit) is known by name: a later tool call that reaches its
       // directory delivers it. Leaving it due would re-plan a backlog of such files on every call.
       const held: Held = entry.state === "whole" ? "whole" : entry.state === "cut" ? "cut" : "named";
-      const loose = hierarchy.dirSet.has(file.dir) ? {} : { loose: true as const };
-      session.hold(file.path, { sha256: file.sha256, held, carrier, dir: file.dir, ...loose, ...(held === "cut" ? { tokens: entry.sentTokens ?? 0 } : {}) });
+      session.hold(file.path, { sha256: file.sha256, held, carrier, dir: file.dir, ...looseIn(hierarchy, file), ...(held === "cut" ? { tokens: entry.sentTokens ?? 0 } : {}) });
     }
   }
 
@@ -1423,8 +1421,7 @@ export class Engine {
       // on every text (600 outputs of a 600-file session took 2.5 s in one task), in slices.
       const byHead = new Map(hierarchy.files.map((file) => [sectionPrefix(file.rel), file]));
       const byNotice = new Map(hierarchy.files.map((file) => [deletedNotice(file.rel), file]));
-      const holdWhole = (file: FileVersion, carrier: string) =>
-        session.hold(file.path, { sha256: file.sha256, held: "whole", carrier, dir: file.dir, ...(hierarchy.dirSet.has(file.dir) ? {} : { loose: true as const }) });
+      const holdWhole = (file: FileVersion, carrier: string) => session.hold(file.path, { sha256: file.sha256, held: "whole", carrier, dir: file.dir, ...looseIn(hierarchy, file) });
       await inSlices(history.carried, RESTORE_SLICE_MS, ({ text, carrier, loaded }) => {
         const block = appendedBlock(text);
         if (block !== undefined) session.delivered(carrier, block);
@@ -1521,6 +1518,11 @@ function stateText(file: FileRecord): string {
     case "unloaded":
       return `unloaded: ${file.reason}`;
   }
+}
+
+/** A file off the hierarchy's chains (an always, agent, pinned or rule file) is held `loose`: its leaving is announced wherever it lies. */
+function looseIn(hierarchy: Hierarchy, file: FileVersion): { loose?: true } {
+  return hierarchy.dirSet.has(file.dir) ? {} : { loose: true };
 }
 
 /** A restore's work on its history, per slice of the event loop. */
