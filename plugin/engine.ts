@@ -486,7 +486,7 @@ export class Engine {
   observe(messages: unknown): void {
     if (this.disposed) return;
     const scanned = scanMessages(messages, (sessionID, callID) => this.sessions.peek(sessionID)?.carries(callID) === true);
-    for (const [sessionID, { summary, kept, pruned, lastIndex, lastId, lastParts, idAt, partsAt, ids }] of scanned) {
+    for (const [sessionID, { summary, kept, pruned, lastIndex, lastId, idAt, ids }] of scanned) {
       const session = this.sessions.peek(sessionID);
       if (session === undefined) continue;
       // The first messages after the compacting hook are the compaction agent's: the turns it summarizes, without those it keeps.
@@ -495,12 +495,11 @@ export class Engine {
         continue;
       }
       const compacted = summary !== undefined && summary !== session.compactions.lastSummary;
-      // The latest message of the last request is gone, or has fewer parts, with no compaction: turns
-      // were undone (OpenCode's /undo removes them, or the parts after the one reverted to). What their
-      // outputs and messages carried is sent again when reached.
+      // The latest message of the last request is gone, with no compaction: turns were undone (OpenCode's
+      // /undo removes them). What their outputs and messages carried is sent again when reached.
       const seen = session.lastMessage;
-      session.lastMessage = { index: lastIndex, id: lastId, parts: lastParts };
-      if (!compacted && seen !== undefined && (idAt(seen.index) !== seen.id || partsAt(seen.index) < seen.parts)) {
+      session.lastMessage = { index: lastIndex, id: lastId };
+      if (!compacted && seen !== undefined && idAt(seen.index) !== seen.id) {
         const present = ids();
         const { outputs } = kept();
         for (const carrier of [...session.carriers()]) {

@@ -508,22 +508,3 @@ test("a continued session's first step waits for the worktree catalog a bounded 
   // The wait is bounded (1 s): before, the listing's 10 s timeout, or a wrapper's child's whole life.
   expect(ms).toBeLessThan(5000);
 }, 40_000);
-
-// Found by the second review and left then; fixed since (fails on 0f96ec8).
-test("a revert to a part of the last assistant message (OpenCode's revert with partID): the removed output's file is sent again when reached", async () => {
-  const plugin = await project({ "AGENTS.md": "ROOT\n", "a/AGENTS.md": "A rules\n", "a/x.ts": "x", "pkg/AGENTS.md": "PKG: use tabs\n", "pkg/x.ts": "x" });
-  const h = new Host(plugin.hooks, "ses_h");
-  await h.user("go");
-  await h.request();
-  await h.tools([{ tool: "read", args: { filePath: "a/x.ts" } }]);
-  const { out } = await h.tools([{ tool: "edit", args: { filePath: "pkg/x.ts" } }]);
-  expect(out[0]).toContain("PKG: use tabs");
-  const second = h.messages.pop()!; h.messages.at(-1)!.parts.push(...second.parts); // one assistant message, two tool parts (one step's two calls)
-  await h.request();
-  h.messages.at(-1)!.parts.splice(1); // revert to the first part: the edit's part is gone, its message stays
-  await h.user("edit pkg/x.ts differently");
-  await h.request();
-  await h.tools([{ tool: "edit", args: { filePath: "pkg/x.ts" } }]);
-  const req = await h.request();
-  expect(latest(promptOf(req)).get("pkg/AGENTS.md")).toBe("PKG: use tabs");
-});

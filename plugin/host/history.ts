@@ -85,11 +85,8 @@ export interface Scanned {
   /** Where its latest message is in the list given, and that message's id. */
   lastIndex: number;
   lastId: unknown;
-  /** How many parts its latest message has. */
-  lastParts: number;
-  /** The id of the message at `index` of the list given (undefined past its end), and how many parts it has. */
+  /** The id of the message at `index` of the list given (undefined past its end). */
   idAt: (index: number) => unknown;
-  partsAt: (index: number) => number;
   /** Its message ids and tool call ids: built on demand. */
   ids: () => Set<string>;
 }
@@ -120,13 +117,11 @@ export function scanMessages(messages: unknown, isCarrier: (sessionID: string, c
     let scanned = found.get(sessionID);
     if (scanned === undefined) {
       const idAt = (at: number) => list[at]?.info?.id;
-      const partsAt = (at: number) => asArray(list[at]?.parts).length;
       const kept = () => ({ messages: userMessageIds(list, sessionID), outputs: keptToolOutputs(list, sessionID) });
-      found.set(sessionID, (scanned = { kept, pruned: new Map(), lastIndex: index, lastId: id, lastParts: 0, idAt, partsAt, ids: () => conversationIds(list, sessionID) }));
+      found.set(sessionID, (scanned = { kept, pruned: new Map(), lastIndex: index, lastId: id, idAt, ids: () => conversationIds(list, sessionID) }));
     }
     scanned.lastIndex = index;
     scanned.lastId = id;
-    scanned.lastParts = asArray(message!.parts).length;
     if (summary === true && typeof id === "string") scanned.summary = id;
     for (const part of asArray(message!.parts) as PartShape[]) {
       if (part?.type !== "tool" || part.state?.time?.compacted === undefined || typeof part.callID !== "string" || !isCarrier(sessionID, part.callID)) continue;

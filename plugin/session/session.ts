@@ -300,8 +300,8 @@ export class Session {
   /** Grows when a carrier leaves the conversation: a diff that found nothing to deliver before may find its files now. */
   vanishedRevision = 0;
 
-  /** Where the conversation's latest message was at the last request, its id and how many parts: gone, or fewer, turns were undone. */
-  lastMessage: { readonly index: number; readonly id: unknown; readonly parts: number } | undefined;
+  /** Where the conversation's latest message was at the last request, and its id: gone, turns were undone. */
+  lastMessage: { readonly index: number; readonly id: unknown } | undefined;
 
   /** Every carrier but the system block: of files, or of notes. */
   *carriers(): IterableIterator<string> {
