@@ -28,7 +28,7 @@ import type { Catalog } from "./rules/catalog.ts";
 import { appliesToAgent, describeProblem, matchesWatch, readContract, type Contract, type MatchWork } from "./rules/contract.ts";
 import type { ImportRead } from "./rules/imports.ts";
 import { extendHierarchy, hierarchyOf, type Hierarchy } from "./session/hierarchy.ts";
-import { SYSTEM_CARRIER, type Held, type Session } from "./session/session.ts";
+import { SYSTEM_CARRIER, type Held, type Known, type Session } from "./session/session.ts";
 import { Sessions } from "./session/sessions.ts";
 
 export interface EngineSettings {
@@ -426,6 +426,7 @@ export class Engine {
     // Known by its call's id (empty, or reused by providers that number calls per response: what a
     // prune took is then judged file by file, see observe). "system" is the plugin's own block.
     const carrier = typeof callID === "string" && callID !== SYSTEM_CARRIER ? callID : undefined;
+    if (carrier !== undefined) session.called(carrier);
     // An unload's output is what tells the model to disregard a file the frozen block still shows.
     if (tool === "project_context" && carrier !== undefined) for (const { path, note } of session.unloadedByTool.splice(0)) session.noted(carrier, path, note);
     // The tool's own writes are saved by now: what is read after this moment has them.
@@ -504,13 +505,16 @@ export class Engine {
         const { outputs } = kept();
         for (const carrier of [...session.carriers()]) {
           if (!present.has(carrier)) {
-            for (const path of session.vanished(carrier)) session.returning.add(path);
+            for (const path of session.vanished(carrier, (other) => other === SYSTEM_CARRIER || present.has(other))) session.returning.add(path);
             continue;
           }
-          // An id that names several outputs (providers that number calls per response): what no
-          // output of it left still shows went with the undone turn.
+          // An id that names several outputs (a provider that numbers calls per response): what no
+          // output of it left still shows went with the undone turn. With ids of their own, a present id's output is there.
           const left = outputs.get(carrier);
-          if (left !== undefined) session.forgetUnshown(carrier, this.showing(session, carrier, left));
+          if (left === undefined || !session.reusesIds) continue;
+          // A section shows a file; one only named is shown by its path in a list of names.
+          const shows = this.showing(session, carrier, left);
+          session.forgetUnshown(carrier, (path) => (session.known(path)?.held === "named" ? left.some((text) => text.includes(this.shownRel(path))) : shows(path)));
         }
       }
       // OpenCode sends the messages from a summary on: the counts of an id's parts start again.
@@ -635,9 +639,9 @@ export class Engine {
 
   private async unload(session: Session, target: Target): Promise<string> {
     const rel = this.shownRel(target.real);
-    const { unpinned, files } = this.unloadTarget(session, target, await this.fresh(session, true));
+    const { unpinned, files, held } = this.unloadTarget(session, target, await this.fresh(session, true));
     const pin = unpinned ? { path: target.path, isFile: target.isFile } : undefined;
-    for (const each of files) if (session.system?.paths.has(each.path) === true) session.unloadedByTool.push({ path: each.path, note: { unloaded: true, pin } });
+    files.forEach((each, i) => session.unloadedByTool.push({ path: each.path, note: { unloaded: true, pin, held: held[i] } }));
     const [file] = files;
     if (file === undefined) {
       return unpinned ? `project_context unload: unpinned ${rel}.` : `project_context unload: ${rel} is not in this session's context (see the list action)`;
@@ -665,13 +669,13 @@ export class Engine {
    * its file out of the context when `hierarchy` (the session's, pins included) holds it, even when
    * the pin alone brought it: the model still holds its text, and must be told to disregard it.
    */
-  private unloadTarget(session: Session, target: Target, hierarchy: Ruled | undefined): { unpinned: boolean; files: readonly FileVersion[] } {
+  private unloadTarget(session: Session, target: Target, hierarchy: Ruled | undefined): { unpinned: boolean; files: readonly FileVersion[]; held: readonly (Known | undefined)[] } {
     const unpinned = session.unpin(target.path);
     const file = target.isFile ? hierarchy?.byPath.get(target.real) : undefined;
     // A directory's context is each of its files (its own, its local variant, rule files), in the block's order.
     const files = target.isFile ? (file === undefined ? [] : [file]) : (hierarchy?.files.filter((each) => each.dir === target.real) ?? []);
-    for (const each of files) session.unload(each.path, each.dir);
-    return { unpinned, files };
+    const held = files.map((each) => session.unload(each.path, each.dir));
+    return { unpinned, files, held };
   }
 
   private async update(target: Target, section: string, content: string, ask: ContextToolAsk | undefined): Promise<string> {
@@ -754,6 +758,7 @@ export class Engine {
         this.pinTarget(session, target);
       } else {
         const { files } = this.unloadTarget(session, target, this.current(session));
+        session.userUnloaded(target.path, target.real);
         // The model learns it as from the tool: a frozen system block may still hold the text.
         for (const file of files) {
           const notice = unloadNotice(file.rel);

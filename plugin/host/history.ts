@@ -29,6 +29,7 @@ export interface History {
 }
 
 interface PartShape {
+  id?: unknown;
   type?: unknown;
   callID?: unknown;
   tool?: unknown;
@@ -146,7 +147,11 @@ function conversationIds(list: readonly MessageShape[], sessionID: string): Set<
   for (const message of list) {
     if (message?.info?.sessionID !== sessionID) continue;
     if (typeof message.info.id === "string") ids.add(message.info.id);
-    for (const part of asArray(message.parts) as PartShape[]) if (part?.type === "tool" && typeof part.callID === "string") ids.add(part.callID);
+    // A subtask's output is carried under its part's id (OpenCode runs its tool.execute.after with the part's id as callID).
+    for (const part of asArray(message.parts) as PartShape[]) {
+      if (part?.type === "tool" && typeof part.callID === "string") ids.add(part.callID);
+      if (typeof part?.id === "string") ids.add(part.id);
+    }
   }
   return ids;
 }

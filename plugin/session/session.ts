@@ -1,3 +1,4 @@
+import { dirname } from "node:path";
 import { sha256Hex } from "../hash.ts";
 import type { RenderedEntry } from "../block/render.ts";
 import type { EntryMemo, FileSnapshot } from "../records/describe.ts";
@@ -23,8 +24,10 @@ export interface Known {
 export const SYSTEM_CARRIER = "system";
 
 /** What a note's carrier did about a file of the block: told it no longer applies, or unloaded it by its own call (and the pin that unload took away). */
-export type Note = { readonly unloaded: false } | { readonly unloaded: true; readonly pin: ToolPath | undefined };
+export type Note = { readonly unloaded: false } | { readonly unloaded: true; readonly pin: ToolPath | undefined; readonly held: Known | undefined };
 const TOLD: Note = Object.freeze({ unloaded: false });
+/** Enough to see an id that comes back at every step (a step rarely makes more than a few dozen calls). */
+const RECENT_CALLS = 64;
 const NOTHING_CARRIED: ReadonlySet<string> = new Set();
 
 /** Why the system block must be built again at the next step. */
@@ -169,12 +172,15 @@ export class Session {
   unloadRevision = 0;
 
   /** Takes a file out: the conversation is taken as not holding it, so it is sent again when it comes back. */
-  unload(file: string, dir: string): void {
+  /** Returns what the conversation held of the file before (an undo of the unload puts it back). */
+  unload(file: string, dir: string): Known | undefined {
+    const held = this.knownFiles.get(file);
     this.unloaded.set(file, dir);
     this.unloadRevision++;
     this.touchedSinceUnload = [];
     this.drop(file);
     this.heldRevision++;
+    return held;
   }
 
   reloadFile(file: string): void {
@@ -263,6 +269,19 @@ export class Session {
     digests.add(sha256Hex(block));
   }
 
+  /** The latest tool call ids seen, to tell a provider that reuses them (`call_0` at every step). */
+  private readonly recentCalls: string[] = [];
+  /** The session's provider gave two tool calls the same id. */
+  reusesIds = false;
+
+  /** A tool call ran under `callID`. */
+  called(callID: string): void {
+    if (this.reusesIds) return;
+    if (this.recentCalls.includes(callID)) this.reusesIds = true;
+    this.recentCalls.push(callID);
+    if (this.recentCalls.length > RECENT_CALLS) this.recentCalls.shift();
+  }
+
   /** Whether `block` is one the plugin appended under `carrier`, and not a tool's own text that looks like one. */
   deliveredOn(carrier: string, block: string): boolean {
     return this.blocks.get(carrier)?.has(sha256Hex(block)) === true;
@@ -314,30 +333,42 @@ export class Session {
    * more (the next delivery that reaches them sends them again); the files of the block it said no
    * longer apply are returned.
    */
-  vanished(carrier: string): string[] {
+  vanished(carrier: string, present: (carrier: string) => boolean): string[] {
     this.vanishedRevision++;
     for (const path of [...(this.carried.get(carrier) ?? [])]) this.drop(path);
     const noted = this.notes.get(carrier);
     this.notes.delete(carrier);
-    // The call's own unload undone with its turn: the file is back, as the block still shows it, and
-    // so is the pin the unload took away. A notice told (a deletion, a TUI's unload) undone: the block
-    // must be built again without the file.
+    // The call's own unload undone with its turn: the file is back, held where it was (the block, an
+    // output still there), and so is the pin the unload took away. A notice told (a deletion, a TUI's
+    // unload) undone: the block must be built again without the file.
     const returned: string[] = [];
     for (const [path, note] of noted ?? []) {
-      if (!note.unloaded) returned.push(path);
-      else {
-        this.reloadFile(path);
-        if (note.pin !== undefined) this.pin(note.pin);
+      if (!note.unloaded) {
+        if (this.system?.paths.has(path) === true) returned.push(path);
+        continue;
       }
+      this.reloadFile(path);
+      if (note.held !== undefined && present(note.held.carrier) && this.knownFiles.get(path) === undefined) this.hold(path, note.held);
+      if (note.pin !== undefined) this.pin(note.pin);
     }
     return returned;
+  }
+
+  /**
+   * The user took `path` out (the TUI's unload): the undo of an earlier unload of it by the model
+   * gives back neither the file nor its pin; it only says the model's notice is gone.
+   */
+  userUnloaded(...names: string[]): void {
+    const named = (path: string | undefined) => path !== undefined && names.includes(path);
+    for (const paths of this.notes.values()) {
+      for (const [file, note] of paths) if (note.unloaded && (named(note.pin?.path) || named(file) || named(dirname(file)))) paths.set(file, TOLD);
+    }
   }
 
   /** Lets go of the files `carrier` holds that `stillShown` says none of its outputs shows any more (see vanished). */
   forgetUnshown(carrier: string, stillShown: (path: string) => boolean): void {
     for (const path of [...(this.carried.get(carrier) ?? [])]) {
-      // Only a section shows a file; one known by name is delivered when reached anyway.
-      if (this.knownFiles.get(path)?.held === "named" || stillShown(path)) continue;
+      if (stillShown(path)) continue;
       this.vanishedRevision++;
       this.drop(path);
     }
@@ -359,6 +390,7 @@ export class Session {
     for (const path of paths) this.drop(path);
     const noted = this.notes.get(carrier);
     this.notes.delete(carrier);
-    return noted === undefined ? paths : [...paths, ...noted.keys()];
+    // A note's prune matters only for a file the frozen block shows: built again without it.
+    return noted === undefined ? paths : [...paths, ...[...noted.keys()].filter((path) => this.system?.paths.has(path) === true)];
   }
 }
