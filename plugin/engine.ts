@@ -509,7 +509,7 @@ export class Engine {
             continue;
           }
           // An id that names several outputs (a provider that numbers calls per response): what no
-          // output of it left still shows went with the undone turn. With ids of their own, a present id's output is there.
+          // output of it left still shows went with the undone turn. An id of its own is its output.
           const left = outputs.get(carrier);
           if (left === undefined || !session.reusesIds) continue;
           // A section shows a file; one only named is shown by its path in a list of names.

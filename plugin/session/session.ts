@@ -171,8 +171,10 @@ export class Session {
   /** Grows whenever `unloaded` changes: a diff that found nothing to deliver before may find a file back now. */
   unloadRevision = 0;
 
-  /** Takes a file out: the conversation is taken as not holding it, so it is sent again when it comes back. */
-  /** Returns what the conversation held of the file before (an undo of the unload puts it back). */
+  /**
+   * Takes a file out: the conversation is taken as not holding it, so it is sent again when it comes
+   * back. Returns what the conversation held of it before (an undo of the unload puts it back).
+   */
   unload(file: string, dir: string): Known | undefined {
     const held = this.knownFiles.get(file);
     this.unloaded.set(file, dir);
