@@ -1223,9 +1223,9 @@ export class Engine {
     if (session.stepTokensLeft < MIN_DELIVERY_TOKENS) return "";
     // Composed with no more budget than last time, from the same files and reaching the same
     // directories of files known by name, a block that only named again such files says nothing new (see below).
-    const namedKey = `${quietKey}|${[...reachedDirs].filter((dir) => session.namesIn(dir)).sort().join("\0")}`;
+    const namedKey = () => `${quietKey}|${[...reachedDirs].filter((dir) => session.namesIn(dir)).sort().join("\0")}`;
     const namedOnly = session.namedOnly;
-    if (namedOnly !== undefined && namedOnly.key === namedKey && session.stepTokensLeft <= namedOnly.tokens && session.notices.length === 0) return "";
+    if (namedOnly !== undefined && session.stepTokensLeft <= namedOnly.tokens && session.notices.length === 0 && namedOnly.key === namedKey()) return "";
     const updated: { file: FileVersion; tier: number }[] = [];
     const reachedNow: { file: FileVersion; tier: number }[] = [];
     const others: { file: FileVersion; tier: number }[] = [];
@@ -1268,7 +1268,7 @@ export class Engine {
     // deep chain of long names, was 3.7 KB at every call for a 15-token file).
     const repeatsNames = composed.entries.length > 0 && composed.entries.every((entry) => entry.state === "pending" && session.known(entry.key)?.held === "named");
     if (repeatsNames && deleted.length === 0 && notices.length === 0) {
-      session.namedOnly = { key: namedKey, tokens: session.stepTokensLeft };
+      session.namedOnly = { key: namedKey(), tokens: session.stepTokensLeft };
       return "";
     }
     for (const path of deleted) {

@@ -17,8 +17,9 @@ const SUMMARIZATION_AGENT = "You are a context summarization agent";
 
 /** The internal agent whose request this is, if it is one. Runs on every request: compares in place, copies no entry. */
 function internalAgent(entries: readonly string[]): string | undefined {
+  // Another entry's whole text: an entry never follows itself (that compare alone read OpenCode's whole prompt twice a request).
   const follows = (entry: string, before: string, prompt: string) =>
-    before !== "" && entry.startsWith(before) && entry.startsWith("\n\n", before.length) && entry.startsWith(prompt, before.length + 2);
+    before !== "" && before !== entry && entry.startsWith(before) && entry.startsWith("\n\n", before.length) && entry.startsWith(prompt, before.length + 2);
   const asks = (prompt: string) => entries.some((entry) => entry.startsWith(prompt) || entries.some((before) => follows(entry, before, prompt)));
   return [TITLE_AGENT, SUMMARIZATION_AGENT].find(asks);
 }
