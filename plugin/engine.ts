@@ -1,10 +1,10 @@
 import type { PluginInput } from "@opencode-ai/plugin";
 import { existsSync, realpathSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
-import { clearDocs, compose, countsRevision, knownTokens, wholeSections, type BlockKind, type Composed } from "./block/compose.ts";
-import { frameCost } from "./block/plan.ts";
+import { clearDocs, compose, countsRevision, docOf, knownTokens, wholeSections, type BlockKind, type ComposeExtras, type Composed } from "./block/compose.ts";
+import { frameCost, headCost } from "./block/plan.ts";
 import { escapeInline } from "./block/escape.ts";
-import { appendedBlock, deletedNotice, sectionPrefix, unloadNotice, watchNotice, type WatchChange } from "./block/render.ts";
+import { appendedBlock, deletedNotice, leftOutListOf, MAX_NAMED, sectionPrefix, unloadNotice, WHOLE_TAIL, watchNotice, type WatchChange } from "./block/render.ts";
 import { disposeTokens, textBound } from "./block/tokens.ts";
 import type { FileVersion } from "./files/contained.ts";
 import { readContained } from "./files/contained.ts";
@@ -72,8 +72,6 @@ const MAX_WATCH_TARGETS = 256;
  * now a first system transform takes about 25 ms (probe).
  */
 const MAX_WATCH_WORK = 2_000_000;
-/** Framing a critical file's section may cost (path, tags, a notice): generous, as its only use is to keep such files whole. */
-const CRITICAL_FRAME_TOKENS = 64;
 /** Real paths of touched files remembered at most (sessions hold up to maxTouchedDirs paths each). */
 const MAX_REAL_PATHS = 16_384;
 /** Below this many tokens left in a step, nothing more is delivered until the next step. */
@@ -1263,11 +1261,14 @@ export class Engine {
     const ordered = [...updated, ...reachedNow.sort((a, b) => depth(b.file.dir) - depth(a.file.dir)), ...others];
     const isCritical = (item: { tier: number }) => item.tier === CRITICAL_TIER;
     const items = ordered.some(isCritical) ? [...ordered.filter(isCritical), ...ordered.filter((item) => !isCritical(item))] : ordered;
+    const told = this.deletionsToTell(session, deleted, items.length);
+    // Deletions left for a later delivery: this one is not the last word on these files.
+    const settled = told.length === deleted.length;
     // Those said now: a notice pushed while this block is composed waits for the next delivery.
-    const deletedRels = deleted.map((path) => this.relOf(path));
+    const deletedRels = told.map((path) => this.relOf(path));
     const notices = noticesFor(session.notices, "delivery", deletedRels, session.stepTokensLeft, this.settings.options.deliveryTokens, this.noticeLetGo);
-    if (items.length === 0 && deleted.length === 0 && notices.length === 0) {
-      session.quietKey = quietKey;
+    if (items.length === 0 && told.length === 0 && notices.length === 0) {
+      if (settled) session.quietKey = quietKey;
       return "";
     }
     const composed = await this.compose("delivery", items, session.stepTokensLeft, {
@@ -1280,27 +1281,59 @@ export class Engine {
     // that reaches those directories, and never a file (a path longer than the budget leaves, on a
     // deep chain of long names, was 3.7 KB at every call for a 15-token file).
     const repeatsNames = composed.entries.length > 0 && composed.entries.every((entry) => entry.state === "pending" && session.known(entry.key)?.held === "named");
-    if (repeatsNames && deleted.length === 0 && notices.length === 0) {
-      session.namedOnly = { key: namedKey(), tokens: session.stepTokensLeft };
+    if (repeatsNames && told.length === 0 && notices.length === 0) {
+      if (settled) session.namedOnly = { key: namedKey(), tokens: session.stepTokensLeft };
       return "";
     }
-    for (const path of deleted) {
+    if (composed.text === "") {
+      // Its frame alone passes what the step has left: it told nothing, so nothing is dropped or
+      // recorded as sent (the next step's first delivery tells it all), and no later call of this
+      // step has room for a block either.
+      session.stepTokensLeft = 0;
+      return "";
+    }
+    for (const path of told) {
       session.drop(path);
       if (session.system?.paths.has(path) === true) session.noted(carrier, path);
     }
-    // An empty block (its frame alone over the step's budget left) told none.
-    if (composed.text !== "") {
-      for (const told of session.notices.splice(0, notices.length)) {
-        const path = session.noticeFiles.get(told);
-        if (path === undefined) continue;
-        session.noticeFiles.delete(told);
-        session.noted(carrier, path);
-      }
+    for (const notice of session.notices.splice(0, notices.length)) {
+      const path = session.noticeFiles.get(notice);
+      if (path === undefined) continue;
+      session.noticeFiles.delete(notice);
+      session.noted(carrier, path);
     }
     this.remember(session, composed, carrier, hierarchy);
     session.stepTokensLeft -= composed.tokens;
-    session.quietKey = quietKey;
+    if (settled) session.quietKey = quietKey;
     return composed.text;
+  }
+
+  /**
+   * The deleted files (of `deleted`, in order) whose notices fit what the step has left beside the
+   * list naming `pending` files that may not fit: they open the block and may fill it; the rest are
+   * told by the next deliveries (a checkout that removes hundreds of delivered files takes several).
+   * A notice longer than a whole block is let go, logged.
+   */
+  private deletionsToTell(session: Session, deleted: readonly string[], pending: number): string[] {
+    if (deleted.length === 0) return [];
+    const frame = frameCost("delivery", [], textBound);
+    const blockRoom = this.settings.options.deliveryTokens - frame;
+    // The plan names what does not fit; a block without room for that list is not made at all.
+    const list = pending === 0 ? 0 : textBound(leftOutListOf("delivery", [], pending, Number.MAX_SAFE_INTEGER));
+    let room = session.stepTokensLeft - frame - list;
+    const told: string[] = [];
+    for (const path of deleted) {
+      const cost = textBound(deletedNotice(this.relOf(path)));
+      if (cost > blockRoom) {
+        session.drop(path);
+        this.settings.log.once(`deleted:${path}`, "warn", `${this.relOf(path)} was deleted, but its notice is larger than a whole block (option deliveryTokens): the model is not told`);
+        continue;
+      }
+      if (cost > room) break;
+      room -= cost;
+      told.push(path);
+    }
+    return told;
   }
 
   private readonly noticeLetGo = (notice: string): void => {
@@ -1328,25 +1361,38 @@ export class Engine {
     return items;
   }
 
-  private compose(kind: BlockKind, items: readonly { file: FileVersion; tier: number }[], budget: number, extras?: Parameters<typeof compose>[4]): Promise<Composed> {
-    return compose(kind, items, this.budgetFor(kind, items, budget), this.settings.log, extras);
+  private compose(kind: BlockKind, items: readonly { file: FileVersion; tier: number }[], budget: number, extras?: ComposeExtras): Promise<Composed> {
+    return compose(kind, items, this.budgetFor(kind, items, budget, extras), this.settings.log, extras);
   }
 
   /**
-   * `priority: critical` files are never cut or dropped: when they alone pass the budget, the block
-   * gets what they need (their provable bound and framing), and a warning says so.
+   * `priority: critical` files are never cut or dropped: when they pass the budget together with what
+   * the block carries anyway (its frame, deletion and watch notices), the block gets what they need,
+   * weighed as the plan weighs it (each one's section head and tail, its exact count or provable
+   * bound, and the list of the files left out), and a warning says so. (A flat allowance per file was
+   * short of a long path's head, or of notices sharing the block: the plan then cut the critical file.)
    */
-  private budgetFor(kind: BlockKind, items: readonly { file: FileVersion; tier: number }[], budget: number): number {
+  private budgetFor(kind: BlockKind, items: readonly { file: FileVersion; tier: number }[], budget: number, extras?: ComposeExtras): number {
     let need = 0;
     const critical: string[] = [];
     for (const { file, tier } of items) {
       if (tier !== CRITICAL_TIER) continue;
-      need += knownTokens(file) + CRITICAL_FRAME_TOKENS;
+      need += headCost(docOf(file), extras?.updated?.has(file.path) === true, textBound) + textBound(WHOLE_TAIL) + knownTokens(file);
       critical.push(file.rel);
     }
-    if (critical.length === 0 || need + CRITICAL_FRAME_TOKENS <= budget) return budget;
+    if (critical.length === 0) return budget;
+    need += frameCost(kind, extras?.deleted ?? [], textBound) + (extras?.notices ?? []).reduce((sum, notice) => sum + textBound(notice), 0);
+    // The others may all be left out: the plan weighs a tier beside the list of them it starts from
+    // (a block's first MAX_NAMED by name and token count, a compaction copy's count alone).
+    const others = items.filter(({ tier }) => tier !== CRITICAL_TIER).map(({ file }) => file);
+    if (others.length > 0) {
+      const named = others.slice(0, kind === "compaction" ? 0 : MAX_NAMED).map((file) => ({ rel: docOf(file).rel, tokens: knownTokens(file) }));
+      const rest = others.slice(named.length).reduce((sum, file) => sum + knownTokens(file), 0);
+      need += textBound(leftOutListOf(kind, named, others.length - named.length, rest));
+    }
+    if (need <= budget) return budget;
     this.settings.log.once(`critical:${kind}:${critical.join(",")}:${need}`, "warn", `priority: critical files (${critical.join(", ")}) need about ${need} tokens, more than the ${kind} budget of ${budget}: sent whole anyway`);
-    return need + CRITICAL_FRAME_TOKENS;
+    return need;
   }
 
   /** The file of the hierarchy a host path names: OpenCode names files by their lexical path, the store by their real one. */

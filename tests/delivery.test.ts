@@ -474,3 +474,104 @@ describe("no rebuild repeats what a live tool output carries (found in review)",
     expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md"]);
   });
 });
+
+// Found by a hostile hunt (0.3.16; each failed before its fix): a delivery whose frame and notices
+// passed what the step had left, and critical files weighed with a flat allowance.
+describe("deliveries at the edge of the step's budget", () => {
+  const read = async (plugin: Started, rel: string) => (await tool(plugin, "s", "read", { filePath: join(plugin.root, rel) })).output;
+  const packages = (count: number, name = (i: number) => `packages/service-number-${i}`) => Array.from({ length: count }, (_, i) => `${name(i)}/AGENTS.md`);
+
+  test("deletions met by a later call of a step whose budget an earlier call used are told, not dropped unsaid (default budgets)", async () => {
+    // The big file goes whole and leaves the step between MIN_DELIVERY_TOKENS (64) and what the frame and twelve notices need.
+    const gone = packages(12);
+    const fence = "```\n" + Array.from({ length: 60 }, (_, i) => `const value${i} = compute(${i});`).join("\n") + "\n```\n";
+    const big = `# Big\n\n${Array.from({ length: 220 }, (_, i) => `- rule ${i}: keep the public API stable and documented.`).join("\n")}\n\n${fence.repeat(6)}`;
+    const plugin = await openProject(undefined, {}, { files: { "big/AGENTS.md": big, ...Object.fromEntries(gone.map((rel) => [rel, "Use tabs.\n"])) } });
+    await plugin.step("s");
+    for (const rel of gone) await read(plugin, rel.replace("AGENTS.md", "x.ts"));
+    await plugin.step("s");
+    expect(await read(plugin, "big/x.ts")).toContain('<context-file path="big/AGENTS.md">');
+    for (const rel of gone) await rm(join(plugin.root, rel));
+    let said = await read(plugin, "README.md");
+    for (let i = 0; i < 3; i++) {
+      await plugin.step("s");
+      said += await read(plugin, "README.md");
+    }
+    for (const rel of gone) expect(said.split(`${rel} no longer applies`).length - 1).toBe(1);
+  });
+
+  test("a checkout that deletes more delivered files than one block can tell is told over the next deliveries, each once", async () => {
+    const gone = packages(40);
+    const plugin = await openProject(undefined, { deliveryTokens: 300 }, { files: Object.fromEntries(gone.map((rel) => [rel, "Use tabs.\n"])) });
+    await plugin.step("s");
+    for (const rel of gone) {
+      await plugin.step("s");
+      expect(await read(plugin, rel.replace("AGENTS.md", "x.ts"))).toContain(`<context-file path="${rel}">`);
+    }
+    for (const rel of gone) await rm(join(plugin.root, rel));
+    const blocks: string[] = [];
+    for (let i = 0; i < 12; i++) {
+      await plugin.step("s");
+      blocks.push(await read(plugin, "README.md"));
+    }
+    // 300 tokens hold the frame and a few notices: more than one delivery, none larger than the budget allows.
+    expect(blocks.filter((block) => block.includes("no longer applies")).length).toBeGreaterThan(1);
+    const said = blocks.join("");
+    for (const rel of gone) expect(said.split(`${rel} no longer applies`).length - 1).toBe(1);
+  });
+
+  test("an edit that shares an over-full delivery with deletions still reaches the model, and so does each deletion", async () => {
+    const [a, b, c] = ["packages/first-package-with-a-long-name/AGENTS.md", "packages/second-package-with-a-long-name/AGENTS.md", "c/AGENTS.md"];
+    // 70 tokens: the frame (35) and one notice (32) at most, beside nothing else.
+    const plugin = await openProject(undefined, { deliveryTokens: 70 }, { files: { [a]: "Use tabs.\n", [b]: "Use tabs.\n", [c]: "Old rule.\n" } });
+    for (const rel of [a, b, c]) {
+      await plugin.step("s");
+      expect(await read(plugin, rel.replace("AGENTS.md", "x.ts"))).toContain(`<context-file path="${rel}">`);
+    }
+    await rm(join(plugin.root, a));
+    await rm(join(plugin.root, b));
+    await writeFile(join(plugin.root, c), "New rule.\n");
+    await plugin.step("s");
+    let said = await read(plugin, "README.txt");
+    for (let i = 0; i < 3; i++) {
+      await plugin.step("s");
+      said += (await userMessage(plugin, "s")).map((part) => part.text ?? "").join("");
+      said += await read(plugin, "README.txt");
+    }
+    // An edit "arrives as its new text on the next tool output or the next user message" (README).
+    expect(said).toContain("New rule.");
+    for (const rel of [a, b]) expect(said.split(`${rel} no longer applies`).length - 1).toBe(1);
+  });
+
+  const critical = (tag: string) => `---\npriority: critical\n---\n# Crit\n${Array.from({ length: 60 }, (_, i) => `- critical rule number ${i}: never skip it.`).join("\n")}\n${tag}\n`;
+
+  test("an updated priority: critical file goes whole though deletions share its delivery", async () => {
+    const gone = packages(6, (i) => `packages/${["alpha", "beta", "gamma", "delta", "epsilon", "zeta"][i]}-service`);
+    const plugin = await openProject(undefined, { deliveryTokens: 300 }, { files: { "crit/AGENTS.md": critical("END-V1"), ...Object.fromEntries(gone.map((rel) => [rel, "Use tabs.\n"])) } });
+    for (const rel of gone) {
+      await plugin.step("s");
+      expect(await read(plugin, rel.replace("AGENTS.md", "x.ts"))).toContain(rel);
+    }
+    await plugin.step("s");
+    expect(await read(plugin, "crit/x.ts")).toContain("END-V1");
+    for (const rel of gone) await rm(join(plugin.root, rel));
+    await writeFile(join(plugin.root, "crit/AGENTS.md"), critical("END-V2"));
+    await plugin.step("s");
+    const out = await read(plugin, "crit/x.ts");
+    expect(out).toContain("no longer applies");
+    expect(out).toContain("END-V2");
+    expect(out).not.toContain("[cut to fit the budget");
+  });
+
+  test("a priority: critical file past the budget goes whole whatever the length of its path", async () => {
+    // A path the tokenizer cuts into many tokens: its section's head and tail alone passed the flat 64 tokens allowed per critical file.
+    const dir = Array.from({ length: 3 }, (_, d) => Array.from({ length: 60 }, (_, i) => String.fromCharCode(97 + ((i * 7 + d * 3) % 26)) + ((i * 13) % 10)).join("")).join("/");
+    const rel = `${dir}/AGENTS.md`;
+    const plugin = await openProject(undefined, { delivery: "system", systemTokens: 150 }, { files: { [rel]: critical("CRITICAL-END") } });
+    await plugin.touch("s", "read", { filePath: join(plugin.root, dir, "x.ts") });
+    const block = await plugin.step("s");
+    expect(block).toContain(`<context-file path="${rel}">`);
+    expect(block).toContain("CRITICAL-END");
+    expect(block).not.toContain("[cut to fit the budget");
+  });
+});
