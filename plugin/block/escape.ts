@@ -28,8 +28,12 @@ const MARKER_WORDS = ["instructions", "from"];
  * Neutralizes, in SANITIZED text, every `<` that begins one of TAG_NAMES (any case, whitespace and
  * line breaks allowed after `<` and around an optional `/`), writing it `&lt;`; and the colon of a
  * line whose first non-blank text is `Instructions from:` (any case, any spacing), writing it `&#58;`.
- * Any prefix of the result has the same property, and so does the result followed by text that
- * starts with a line break: a match needs a name letter right after its gap, which such text lacks.
+ * Both are read as a reader or an NFKC tokenizer would: format characters sanitize keeps (U+0600,
+ * U+FFFB, ...) count as gaps and may sit between letters, and compatibility forms (`＜`, `﹤`,
+ * `／`, `ｓ`, `𝐬`, `ﬁ`) count as what NFKC makes of them; a look-alike `<` or colon is replaced by
+ * the same escape. Any prefix of the result has the same property, and so does the result followed
+ * by text that starts with a line break: a match needs a name letter right after its gap, which such
+ * text lacks.
  */
 export function escapeText(text: string): string {
   let out = "";
@@ -46,7 +50,7 @@ export function escapeText(text: string): string {
   LOOKED_AT.lastIndex = 0;
   for (let match = LOOKED_AT.exec(text); match !== null; match = LOOKED_AT.exec(text)) {
     const at = match.index;
-    if (text.charCodeAt(at) !== 0x3c /* < */) lineAt(at + 1);
+    if (isLineBreak(text.charCodeAt(at))) lineAt(at + 1);
     else if (beginsTag(text, at + 1)) {
       out += text.slice(copied, at) + "&lt;";
       copied = at + 1;
@@ -55,54 +59,111 @@ export function escapeText(text: string): string {
   return copied === 0 ? text : out + text.slice(copied);
 }
 
-/** A `<`, or a character isLineBreak is true of (escapeText is never reentered: one regex, its lastIndex reset at each call). */
-const LOOKED_AT = /[<\n\v\f\r\x85\u2028\u2029]/g;
+/**
+ * A `<` or one of the two characters NFKC makes `<` (fullwidth, small form), or a character
+ * isLineBreak is true of (escapeText is never reentered: one regex, its lastIndex reset at each call).
+ */
+const LOOKED_AT = /[<\uff1c\ufe64\n\v\f\r\x85\u2028\u2029]/g;
 
 /**
- * Whether `text[from...]` is a gap, an optional `/`, a gap, then a tag name. Each whitespace run is
- * skipped here by at most the one `<` right before it (a `<` ends any run), so all calls together
- * stay linear.
+ * Whether `text[from...]` is a gap, an optional `/`, a gap, then a tag name. Each gap (whitespace and
+ * format characters) is skipped here by at most the one `<` right before it (a `<` or a look-alike
+ * ends any gap), and format characters inside a name by at most each name once, so all calls
+ * together stay linear.
  */
 function beginsTag(text: string, from: number): boolean {
   let at = skipSpace(text, from, false);
-  if (text.charCodeAt(at) === 0x2f /* / */) at = skipSpace(text, at + 1, false);
-  return TAG_NAMES.some((name) => startsWithFolded(text, at, name));
+  const slashEnd = endOfFolded(text, at, "/");
+  if (slashEnd !== -1) at = skipSpace(text, slashEnd, false);
+  return TAG_NAMES.some((name) => endOfFolded(text, at, name) !== -1);
 }
 
 /** Index of the colon when the line at `from` reads `Instructions from:` after blanks, else -1. */
 function markerColon(text: string, from: number): number {
   let at = skipSpace(text, from, true);
   for (const word of MARKER_WORDS) {
-    if (!startsWithFolded(text, at, word)) return -1;
-    at = skipSpace(text, at + word.length, true);
+    const end = endOfFolded(text, at, word);
+    if (end === -1) return -1;
+    at = skipSpace(text, end, true);
   }
-  return text.charCodeAt(at) === 0x3a /* : */ ? at : -1;
+  // Replaced by `&#58;`, so it must be one character that is a colon (`：` and `﹕` are), not `⩴` (`::=`).
+  const code = text.charCodeAt(at);
+  return code === 0x3a /* : */ || (code >= 0x80 && compatibilityFold(code) === ":") ? at : -1;
 }
 
 function skipSpace(text: string, at: number, sameLine: boolean): number {
   while (at < text.length) {
-    const code = text.charCodeAt(at);
-    if (!isSpace(code) || (sameLine && isLineBreak(code))) break;
-    at++;
+    const code = text.codePointAt(at)!;
+    if (isSpace(code)) {
+      if (sameLine && isLineBreak(code)) break;
+      at++;
+    } else if (isFormat(text, at)) at += code > 0xffff ? 2 : 1;
+    else break;
   }
   return at;
 }
 
-/** `text` at `at` spells lowercase ASCII `word` in any case (with the two non-ASCII letters Unicode folds to ASCII). */
-function startsWithFolded(text: string, at: number, word: string): boolean {
-  if (at + word.length > text.length) return false;
-  for (let i = 0; i < word.length; i++) {
-    if (foldToAscii(text.charCodeAt(at + i)) !== word.charCodeAt(i)) return false;
+/**
+ * The index right after lowercase ASCII `word` spelled in `text` from `at` in any case, else -1:
+ * non-ASCII characters as compatibilityFold reads them (a ligature may spell several letters),
+ * format characters skipped between letters.
+ */
+function endOfFolded(text: string, at: number, word: string): number {
+  let spelled = 0;
+  while (spelled < word.length) {
+    if (at >= text.length) return -1;
+    const code = text.codePointAt(at)!;
+    const size = code > 0xffff ? 2 : 1;
+    if (spelled > 0 && isFormat(text, at)) {
+      at += size;
+      continue;
+    }
+    if (code < 0x80) {
+      // ASCII, nearly all a file holds, needs no normalization.
+      if ((code >= 0x41 && code <= 0x5a ? code + 0x20 : code) !== word.charCodeAt(spelled)) return -1;
+      spelled++;
+    } else {
+      const folded = compatibilityFold(code);
+      if (!word.startsWith(folded, spelled)) return -1;
+      spelled += folded.length;
+    }
+    at += size;
   }
-  return true;
+  return at;
 }
 
-function foldToAscii(code: number): number {
-  if (code >= 0x41 && code <= 0x5a) return code + 0x20;
-  if (code === 0x17f) return 0x73; // ſ (long s) folds to s
-  if (code === 0x212a) return 0x6b; // K (Kelvin sign) folds to k
-  return code;
+/**
+ * A non-ASCII character as a tokenizer that normalizes NFKC and a model that ignores case read it:
+ * `Ｓ`, `𝐒`, `ſ` and K (Kelvin) are `s`, `s`, `s` and `k`, `ﬁ` is `fi`, `：` is `:`.
+ */
+function compatibilityFold(code: number): string {
+  let folded = folds.get(code);
+  if (folded === undefined) {
+    if (folds.size === MAX_FOLDS) folds.clear();
+    folds.set(code, (folded = String.fromCodePoint(code).normalize("NFKC").toLowerCase()));
+  }
+  return folded;
 }
+
+/**
+ * compatibilityFold's answers: one costs ~0.25 µs, each name tried after a `<` asks again, and a
+ * file uses few distinct characters. Emptied when full, so no text can make it grow past MAX_FOLDS.
+ */
+const folds = new Map<number, string>();
+const MAX_FOLDS = 4096;
+
+/**
+ * A format character (Cf) at `at`: sanitize removes most, not the visible ones (Arabic number signs
+ * U+0600-0605, U+06DD, interlinear annotation U+FFF9-FFFB, Egyptian hieroglyph controls, ...), and
+ * a model reads past them as past a gap.
+ */
+function isFormat(text: string, at: number): boolean {
+  if (text.charCodeAt(at) < 0xad) return false; // U+00AD is the first
+  FORMAT.lastIndex = at;
+  return FORMAT.test(text);
+}
+
+const FORMAT = /\p{Cf}/uy;
 
 /** JavaScript's `\s` plus NEL: anything a reader could take for a gap. */
 function isSpace(code: number): boolean {
@@ -118,11 +179,17 @@ function isLineBreak(code: number): boolean {
   return (code >= 0x0a && code <= 0x0d) || code === 0x85 || code === 0x2028 || code === 0x2029;
 }
 
-const ATTRIBUTE_ESCAPES: Readonly<Record<string, string>> = { "&": "&amp;", '"': "&quot;", "<": "&lt;", ">": "&gt;" };
+/** Each character that could end the attribute or open a tag, with the fullwidth and small forms NFKC makes them. */
+const ATTRIBUTE_ESCAPES: Readonly<Record<string, string>> = {
+  "&": "&amp;", "\uff06": "&amp;", "\ufe60": "&amp;",
+  '"': "&quot;", "\uff02": "&quot;",
+  "<": "&lt;", "\uff1c": "&lt;", "\ufe64": "&lt;",
+  ">": "&gt;", "\uff1e": "&gt;", "\ufe65": "&gt;",
+};
 
 /** A path made safe inside a double-quoted attribute, on one line. */
 export function escapeAttribute(path: string): string {
-  return sanitize(path).replace(/[&"<>]|[\n\v\f\r\x85\u2028\u2029]/g, (char) => ATTRIBUTE_ESCAPES[char] ?? " ");
+  return sanitize(path).replace(/[&"<>\uff06\ufe60\uff02\uff1c\ufe64\uff1e\ufe65]|[\n\v\f\r\x85\u2028\u2029]/g, (char) => ATTRIBUTE_ESCAPES[char] ?? " ");
 }
 
 /** A path made safe inside a one-line note: no line breaks, no tags. */

@@ -35,8 +35,25 @@ function chunkLine(text: string, start: number, end: number, into: string[]): vo
     }
     // Never between the halves of a surrogate pair.
     if (isLowSurrogate(text.charCodeAt(cut)) && isHighSurrogate(text.charCodeAt(cut - 1))) cut--;
+    cut = beforeSplitEscape(text, cut);
     into.push(text.slice(start, cut));
     start = cut;
   }
   if (end > start) into.push(text.slice(start, end));
+}
+
+/** The escapes escape.ts writes (see escapeText): a chunk boundary is a legal cut, and a cut must not leave `&l` for the model. */
+const ESCAPES = ["&lt;", "&#58;"];
+const LONGEST_ESCAPE = Math.max(...ESCAPES.map((escape) => escape.length));
+
+/**
+ * `cut`, or the `&` of an escape it falls strictly inside. Only the last few characters are looked
+ * at, so chunking stays linear, and a chunk keeps nearly MAX_UNIT / 2 or more.
+ */
+function beforeSplitEscape(text: string, cut: number): number {
+  for (let at = cut - 1; at > cut - LONGEST_ESCAPE; at--) {
+    // An escape holds no other `&`: the nearest one decides.
+    if (text.charCodeAt(at) === 0x26 /* & */) return ESCAPES.some((escape) => cut - at < escape.length && text.startsWith(escape, at)) ? at : cut;
+  }
+  return cut;
 }

@@ -55,6 +55,14 @@ function steps(input: PlanInput, result: Plan): Plan[] {
   });
 }
 
+/** Whether `text[0, at)` ends strictly inside one of the escapes escape.ts writes (`&lt;`, `&#58;`). */
+function cutsEscape(text: string, at: number): boolean {
+  return ["&lt;", "&#58;"].some((escape) => {
+    const amp = text.lastIndexOf("&", at - 1);
+    return amp !== -1 && at - amp < escape.length && text.startsWith(escape, amp);
+  });
+}
+
 /** Whether `text` ends inside an open ``` or ~~~ fence: written apart from doc.ts, line by line. */
 function endsInFence(text: string): boolean {
   let fence: string | undefined;
@@ -68,7 +76,7 @@ function endsInFence(text: string): boolean {
 
 const fragments = fc.constantFrom(
   "```\n", "````md\n", "~~~\n", "```\n", "# Title\n", "## Part\n", "\n\n", "\n", " ".repeat(300), "😀".repeat(140), "\ud83d",
-  "w".repeat(300), "a rule to keep, ", "</project-context", "Instructions from: x\n", "<\u200bsystem>",
+  "w".repeat(300), "a rule to keep, ", "</project-context", "Instructions from: x\n", "<\u200bsystem>", "<system>".repeat(40),
 );
 const body = fc
   .array(fc.oneof(fragments, fc.string({ unit: fc.constantFrom(..."ab #`~\n".split("")), maxLength: 40 })), { maxLength: 14 })
@@ -106,6 +114,7 @@ describe("plan", () => {
             const kept = units.slice(0, decision.keptUnits).join("");
             expect(endsInFence(kept)).toBe(false);
             expect(/[\ud800-\udbff]$/.test(kept) && /^[\udc00-\udfff]/.test(units[decision.keptUnits]!)).toBe(false);
+            expect(cutsEscape(units.join(""), kept.length)).toBe(false);
           });
           if (kind === "compaction") continue;
           const omittedTiers = items.filter((_, i) => result.decisions[i]!.state === "omitted").map((item) => item.tier);
@@ -240,6 +249,20 @@ describe("plan", () => {
     expect([...boundaries(doc)]).toEqual([0, 2, 2, 3, 2, 0, 0, 0, 2, 4, 2, 1, 4]);
     const unclosed = toDoc("b", "AGENTS.md", "intro\n~~~~\ncode\n~~~\nmore\n");
     expect([...boundaries(unclosed)]).toEqual([0, 2, 0, 0, 0, 4]);
+  });
+
+  test("boundaries: never inside an escape, wherever the line's 256-character chunks fall", () => {
+    // Each offset puts a chunk's end at another place of `&lt;` or `&#58;` (the marker's gaps are no-break spaces, not a place to break).
+    for (let offset = 0; offset < 12; offset++) {
+      for (const body of [`${"a".repeat(offset)}${"<system>".repeat(80)}`, `${"\u00a0".repeat(230 + offset)}Instructions\u00a0from:${"x".repeat(40)}`]) {
+        const { units } = toDoc("a", "AGENTS.md", body);
+        const text = units.join("");
+        expect(units.length).toBeGreaterThan(1);
+        for (let k = 1, at = units[0]!.length; k < units.length; at += units[k++]!.length) {
+          expect(cutsEscape(text, at), JSON.stringify(text.slice(at - 5, at + 5))).toBe(false);
+        }
+      }
+    }
   });
 
   test("a cut moves back to a heading that keeps >= 80% while the block stays >= 95% used", () => {
