@@ -7,6 +7,7 @@ import { optionGlobs } from "../rules/contract.ts";
 import { contextNamesOf } from "./names.ts";
 import { lowerBound, prefixRun } from "../sorted.ts";
 import { inSlices } from "../turns.ts";
+import { isInside, realPathOr } from "../paths.ts";
 
 export interface IndexOptions {
   /** Real absolute path of the worktree: every path of the index is relative to it. */
@@ -157,7 +158,7 @@ function compileRules(globs: readonly string[], log: Log): { readonly matches: (
 
 // ---- ignore rules ----
 
-/** A directory's .gitignore rules, and the directory they are relative to ("" or "a/b/"). */
+/** A rule list (a .gitignore, or a repository-wide list), and the directory its patterns are relative to ("" or "a/b/"). */
 interface GitignoreList {
   readonly dir: string;
   readonly rules: Ignore;
@@ -167,30 +168,67 @@ interface GitignoreList {
 interface DirectoryVerdict {
   /** It, or a directory above it, is ignored. */
   readonly ignored: boolean;
-  /** The .gitignore lists that judge the paths in it, deepest first (shared with its parent when it has none). */
+  /** It lies in a nested repository (its top included): only that repository's rules judge what is in it. */
+  readonly nested: boolean;
+  /** The .gitignore lists that judge the paths in it, deepest first, up to its repository's top (shared with its parent when it has none). */
   readonly lists: readonly GitignoreList[];
+  /** The repository-wide lists of the repository it lies in, in git's order, relative to that repository's top. */
+  readonly wide: readonly GitignoreList[];
 }
 
-/** The .gitignore rules of a worktree, answered as git does, from memory. */
+/** What IgnoreRules is built from: git's settings of ignoring, and where to read what no listing gave. */
+interface IgnoreSetting {
+  /** The worktree's path in its repository ("" or "sub/dir/"). */
+  readonly prefix: string;
+  readonly ignoreCase: boolean;
+  /** The repository's $GIT_DIR/info/exclude: it applies to every path of the repository, and to no nested one. */
+  readonly exclude: Ignore | undefined;
+  /** core.excludesFile: the user's own list, which git applies in every repository, nested ones included. */
+  readonly userExcludes: Ignore | undefined;
+  /** Real absolute path of the worktree. */
+  readonly worktree: string;
+  /** The repository's (common) git directory: a nested repository's `.git` file is followed only into it. */
+  readonly gitDir: string;
+  /**
+   * Which ignore files are read from disk the first time their directory is judged (one open and one
+   * read each): "everywhere" before any listing (NearIgnores; a directory holding `.git` starts a nested
+   * repository), "nested" after one (the index: git's listing, or the walk, gave every .gitignore but
+   * those in nested repositories, which neither enters, and named the repositories' tops).
+   */
+  readonly reads: "everywhere" | "nested";
+  readonly log: Log;
+}
+
+/**
+ * The ignore rules of a worktree, answered as git does, from memory. A nested repository (a
+ * submodule, a clone inside the worktree) is judged as git judges it in that repository: its own
+ * .gitignore files, its info/exclude and core.excludesFile, none of the outer repository's lists.
+ */
 class IgnoreRules {
   /** Repository-relative directory ("" or "a/b/") → the rules of its .gitignore. */
   private readonly perDirectory = new Map<string, Ignore>();
+  /** Repository-relative top ("a/b/") of each nested repository → its repository-wide lists. */
+  private readonly repositories = new Map<string, readonly GitignoreList[]>();
+  /** Repository-relative directories whose ignore files were read from disk (once each: verdicts are forgotten, these are not). */
+  private readonly looked = new Set<string>();
   /** The files of a directory share its verdict and lists: each is worked out once. */
   private readonly directories = new Map<string, DirectoryVerdict>();
+  /** The outer repository's repository-wide lists, in the order git consults them. */
+  private readonly outerWide: readonly GitignoreList[];
 
-  /**
-   * `prefix`: the worktree's path in its repository ("" or "sub/dir/"). `repositoryWide`: rule lists
-   * that apply to every path, in the order git consults them ($GIT_DIR/info/exclude, then core.excludesFile).
-   */
-  constructor(
-    private readonly prefix: string,
-    private readonly repositoryWide: readonly Ignore[],
-    private readonly ignoreCase: boolean,
-  ) {}
+  constructor(private readonly setting: IgnoreSetting) {
+    this.outerWide = [setting.exclude, setting.userExcludes].filter((rules) => rules !== undefined).map((rules) => ({ dir: "", rules }));
+  }
 
   /** The rules of the .gitignore in repository-relative directory `dir` ("" or "a/b/"). */
   add(dir: string, rules: Ignore): void {
     this.perDirectory.set(dir, rules);
+    this.directories.clear();
+  }
+
+  /** A nested repository's top ("a/b/", repository-relative), as a listing found it: what is below it is judged by its own rules. */
+  addRepository(dir: string): void {
+    this.startRepository(dir);
     this.directories.clear();
   }
 
@@ -199,45 +237,77 @@ class IgnoreRules {
    * directory can be re-included); else the path's own verdict.
    */
   isIgnored(rel: string): boolean {
-    const path = this.prefix + rel;
-    if (path === "" || (this.perDirectory.size === 0 && this.repositoryWide.length === 0)) return false;
+    const path = this.setting.prefix + rel;
+    if (path === "" || !this.mayIgnore()) return false;
     if (path.endsWith("/")) return this.directory(path).ignored;
     const parent = this.directory(parentOf(path));
-    return parent.ignored || this.decide(path, parent.lists);
+    return parent.ignored || this.decide(path, parent);
+  }
+
+  /** Whether any rule may apply: there is a list, or one may be read yet. */
+  private mayIgnore(): boolean {
+    return this.perDirectory.size > 0 || this.outerWide.length > 0 || this.repositories.size > 0 || this.setting.reads === "everywhere";
   }
 
   private directory(dir: string): DirectoryVerdict {
     const known = this.directories.get(dir);
     if (known !== undefined) return known;
+    const parent = dir === "" ? undefined : this.directory(parentOf(dir));
+    // A directory is judged by the lists above it (a nested repository's top by the outer repository's).
+    const ignored = parent !== undefined && (parent.ignored || this.decide(dir, parent));
+    // What is below an ignored directory is ignored whatever its own files say: they are not read.
+    if (!ignored) this.readOnDemand(dir, parent);
     const rules = this.perDirectory.get(dir);
+    const own = rules === undefined ? [] : [{ dir, rules }];
+    const topOf = this.repositories.get(dir);
     let verdict: DirectoryVerdict;
-    if (dir === "") {
-      verdict = { ignored: false, lists: rules === undefined ? [] : [{ dir, rules }] };
-    } else {
-      const parent = this.directory(parentOf(dir));
-      verdict = {
-        ignored: parent.ignored || this.decide(dir, parent.lists),
-        lists: rules === undefined ? parent.lists : [{ dir, rules }, ...parent.lists],
-      };
-    }
+    if (parent === undefined) verdict = { ignored, nested: false, lists: own, wide: this.outerWide };
+    else if (topOf !== undefined) verdict = { ignored, nested: true, lists: own, wide: topOf };
+    else verdict = { ignored, nested: parent.nested, lists: rules === undefined ? parent.lists : [...own, ...parent.lists], wide: parent.wide };
     if (this.directories.size >= MAX_VERDICTS) this.directories.clear();
     this.directories.set(dir, verdict);
     return verdict;
   }
 
   /**
-   * One path's own verdict (its directories known not to be ignored): the lists of the .gitignore files
-   * above it are consulted deepest first, then the repository-wide ones; the first with a rule matching
-   * the path decides, and within a list the last matching rule does.
+   * Reads, once, the ignore files of `dir` that no listing gave (see IgnoreSetting.reads). Directories
+   * above the worktree were read with the basis. Nothing below `dir` has a verdict yet, so none is
+   * forgotten.
    */
-  private decide(path: string, lists: readonly GitignoreList[]): boolean {
-    for (const { dir, rules } of lists) {
-      const result = this.ownResult(rules, path.slice(dir.length));
-      if (result.ignored || result.unignored) return result.ignored;
-    }
-    for (const rules of this.repositoryWide) {
-      const result = this.ownResult(rules, path);
-      if (result.ignored || result.unignored) return result.ignored;
+  private readOnDemand(dir: string, parent: DirectoryVerdict | undefined): void {
+    const { prefix, reads, worktree, ignoreCase, log } = this.setting;
+    if (dir.length < prefix.length || this.looked.has(dir)) return;
+    // After a listing, only a nested repository's directories are read: none when there is none.
+    if (reads === "nested" && (this.repositories.size === 0 || (parent?.nested !== true && !this.repositories.has(dir)))) return;
+    this.looked.add(dir);
+    const path = join(worktree, dir.slice(prefix.length));
+    // No listing enters a nested repository: one nested in it is found by its `.git`, as before any listing.
+    const unlisted = reads === "everywhere" || (parent?.nested === true && !this.repositories.has(dir));
+    if (unlisted && dir !== prefix && holdsGit(path)) this.startRepository(dir);
+    const rules = readIgnoreList(join(path, ".gitignore"), false, ignoreCase, log);
+    if (rules !== undefined) this.perDirectory.set(dir, rules);
+  }
+
+  /** Records the nested repository whose top is `dir`: its info/exclude (when cheaply found) and core.excludesFile apply in it. */
+  private startRepository(dir: string): void {
+    const exclude = nestedExclude(join(this.setting.worktree, dir.slice(this.setting.prefix.length)), this.setting);
+    this.repositories.set(
+      dir,
+      [exclude, this.setting.userExcludes].filter((rules) => rules !== undefined).map((rules) => ({ dir, rules })),
+    );
+  }
+
+  /**
+   * One path's own verdict (its directories known not to be ignored): the lists of the .gitignore files
+   * above it in its repository are consulted deepest first, then that repository's repository-wide
+   * ones; the first with a rule matching the path decides, and within a list the last matching rule does.
+   */
+  private decide(path: string, verdict: DirectoryVerdict): boolean {
+    for (const lists of [verdict.lists, verdict.wide]) {
+      for (const { dir, rules } of lists) {
+        const result = this.ownResult(rules, path.slice(dir.length));
+        if (result.ignored || result.unignored) return result.ignored;
+      }
     }
     return false;
   }
@@ -254,12 +324,30 @@ class IgnoreRules {
     if (!result.ignored) return result;
     const parent = parentOf(path);
     if (parent === "" || !rules.test(parent).ignored) return result;
-    const reincluded = ignore({ ignorecase: this.ignoreCase }).add(rules);
+    const reincluded = ignore({ ignorecase: this.setting.ignoreCase }).add(rules);
     for (let slash = parent.indexOf("/"); slash !== -1; slash = parent.indexOf("/", slash + 1)) {
       reincluded.add({ pattern: `!/${escapeWildmatch(parent.slice(0, slash))}/` });
     }
     return reincluded.test(path);
   }
+}
+
+/**
+ * The info/exclude of the nested repository at `top` (absolute), or undefined when it has none or it
+ * is not cheaply found: `.git` a directory, or a `.git` file (a submodule's) whose `gitdir:` leads
+ * into the outer repository's git directory (where git keeps its submodules); one leading elsewhere
+ * is not followed.
+ */
+function nestedExclude(top: string, setting: IgnoreSetting): Ignore | undefined {
+  const dotGit = join(top, ".git");
+  let gitDir = dotGit;
+  if (lstatSync(dotGit, { throwIfNoEntry: false })?.isDirectory() !== true) {
+    const target = /^gitdir: (.+)$/m.exec(readIgnoreFile(dotGit, false, setting.log) ?? "")?.[1];
+    if (target === undefined) return undefined;
+    gitDir = realPathOr(resolve(top, target));
+    if (!isInside(gitDir, realPathOr(setting.gitDir))) return undefined;
+  }
+  return readIgnoreList(join(gitDir, "info", "exclude"), false, setting.ignoreCase, setting.log);
 }
 
 /** The directory that holds `path` ("a/b/c" or "a/b/c/"): "a/b/", or "" at the top. */
@@ -380,13 +468,14 @@ class Budget {
 
 /**
  * Pathspecs that keep git's listing to what may be a candidate (every context file name, .gitignore
- * files, and the literal directory each rules glob starts with): a worktree of 30,000 files lists a
- * few thousand names, not megabytes of paths. Undefined when a rules glob has no literal directory
- * (`**\/*.md`): then everything is listed and classified here.
+ * files, and the literal directory each rules glob starts with) and to the nested repositories (`**\/`
+ * matches only what git lists as a directory: a nested repository, among tracked and untracked
+ * files): a worktree of 30,000 files lists a few thousand names, not megabytes of paths. Undefined
+ * when a rules glob has no literal directory (`**\/*.md`): then everything is listed and classified here.
  */
 function candidatePathspecs(options: IndexOptions): string[] | undefined {
   const names = contextNamesOf(options.fileNames);
-  const specs = [...names.base, ...names.override, ...names.local, ".gitignore"].map((name) => `:(glob)**/${escapeWildmatch(name)}`);
+  const specs = [...names.base, ...names.override, ...names.local, ".gitignore", ""].map((name) => `:(glob)**/${escapeWildmatch(name)}`);
   for (const glob of options.rules) {
     const literal: string[] = [];
     for (const segment of glob.split("/")) {
@@ -416,9 +505,10 @@ async function listWithGit(
   const git = new GitRunner(options.worktree, options.gitTimeoutMs ?? GIT_TIMEOUT_MS);
   const candidates: Candidate[] = [];
   const gitignores: string[] = [];
+  /** Worktree-relative tops of the nested repositories git came across (it lists each as one entry). */
+  const repositories: string[] = [];
   let tooDeep = false;
   const take = (rel: string): void => {
-    if (rel.endsWith("/")) return; // a nested repository, or (with --directory) an ignored directory as a whole
     if (outOfReach(rel)) {
       tooDeep = true;
       return;
@@ -427,29 +517,34 @@ async function listWithGit(
     const kind = classify(rel);
     if (kind !== undefined) candidates.push({ rel, kind });
   };
+  // A directory as a whole: among tracked and untracked files, a nested repository; among ignored ones (--directory), an ignored directory.
+  const takeListed = (rel: string): void => (rel.endsWith("/") ? void repositories.push(rel) : take(rel));
+  const takeIgnored = (rel: string): void => (rel.endsWith("/") ? undefined : take(rel));
   // Pathspecs are relative to the worktree (git's cwd); glob magic so `**/` crosses directories.
   const ignoredPathspecs = [...localNames, ".gitignore"].map((name) => `:(glob)**/${escapeWildmatch(name)}`);
   const listedPathspecs = candidatePathspecs(options);
   // The listings first: they walk the worktree, the longest part.
-  const [tracked, ignored, basis] = await Promise.all([
-    git.list(["ls-files", "-z", "--cached", "--others", "--exclude-standard", ...(listedPathspecs === undefined ? [] : ["--", ...listedPathspecs])], budget, take),
+  const [tracked, ignored, basis, submodules] = await Promise.all([
+    git.list(["ls-files", "-z", "--cached", "--others", "--exclude-standard", ...(listedPathspecs === undefined ? [] : ["--", ...listedPathspecs])], budget, takeListed),
     // Local variants are usually ignored, and a .gitignore may ignore itself (`*` in .venv/.gitignore) yet
     // applies: both are asked for among ignored files. --directory keeps git out of ignored directories.
-    git.list(["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory", "--", ...ignoredPathspecs], budget, take),
+    git.list(["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory", "--", ...ignoredPathspecs], budget, takeIgnored),
     basisAsked,
+    basisAsked.then((basis) => (basis.ok ? checkedOutSubmodules(git, basis, options.worktree, log) : [])),
   ]);
   const failed = [tracked, ignored, basis].find((run) => !run.ok);
   if (failed !== undefined || !basis.ok) {
     log("info", `worktree index: git did not list the worktree (${failed?.why ?? "no answer"}); walking it instead`);
     return undefined;
   }
-  const rules = new IgnoreRules(basis.prefix, basis.repositoryWide, basis.ignoreCase);
+  const rules = new IgnoreRules({ ...basis, worktree: options.worktree, reads: "nested", log });
   // The .gitignore files of the directories above the worktree (up to the repository's top) apply too.
   const gitignoreFiles = [
     ...aboveWorktree(basis),
     ...gitignores.map((rel) => ({ dir: basis.prefix + rel.slice(0, -".gitignore".length), path: join(options.worktree, rel) })),
   ];
   await addIgnoreFiles(rules, gitignoreFiles, basis.ignoreCase, log);
+  for (const rel of [...repositories, ...submodules]) rules.addRepository(basis.prefix + rel);
   const why = budget.overflowed ? `git listed more than maxEntries (${options.maxEntries}) paths` : `paths deeper than ${MAX_DEPTH} levels are left out`;
   return { source: "git", candidates, rules, truncated: budget.overflowed || tooDeep, why };
 }
@@ -460,8 +555,12 @@ export interface IgnoreBasis {
   /** The repository's top directory, and the worktree's path in it ("" or "sub/dir/"). */
   readonly toplevel: string;
   readonly prefix: string;
-  /** $GIT_DIR/info/exclude, then core.excludesFile: the lists that apply to every path, in git's order. */
-  readonly repositoryWide: readonly Ignore[];
+  /** $GIT_DIR/info/exclude: it applies to every path of the repository. */
+  readonly exclude: Ignore | undefined;
+  /** core.excludesFile: it applies to every path, after info/exclude, in nested repositories too. */
+  readonly userExcludes: Ignore | undefined;
+  /** The repository's (common) git directory, absolute. */
+  readonly gitDir: string;
   readonly ignoreCase: boolean;
 }
 export type IgnoreBasisResult = IgnoreBasis | GitFailure;
@@ -473,19 +572,23 @@ export type IgnoreBasisResult = IgnoreBasis | GitFailure;
  */
 export async function readIgnoreBasis(worktree: string, log: Log, timeoutMs = GIT_TIMEOUT_MS): Promise<IgnoreBasisResult> {
   const git = new GitRunner(worktree, timeoutMs);
-  const [layout, config] = await Promise.all([git.output(["rev-parse", "--show-toplevel", "--show-prefix", "--git-path", "info/exclude"]), readIgnoreConfig(git)]);
+  const [layout, config] = await Promise.all([
+    git.output(["rev-parse", "--show-toplevel", "--show-prefix", "--git-path", "info/exclude", "--git-common-dir"]),
+    readIgnoreConfig(git),
+  ]);
   if (!layout.ok) return layout;
   if (!config.ok) return config;
   const lines = layout.stdout.split("\n");
-  if (lines.length !== 4) return { ok: false, code: null, why: "unexpected rev-parse output" };
-  const [toplevel = "", prefix = "", excludePath = ""] = lines;
+  if (lines.length !== 5) return { ok: false, code: null, why: "unexpected rev-parse output" };
+  const [toplevel = "", prefix = "", excludePath = "", gitDir = ""] = lines;
   const userFile = config.excludesFile ?? defaultExcludesFile();
   const excludeText = readIgnoreFile(resolve(worktree, excludePath), true, log);
   const userText = userFile === undefined ? undefined : readIgnoreFile(resolve(worktree, userFile), true, log);
   const parse = (text: string | undefined, where: string): Ignore | undefined =>
     text === undefined ? undefined : parseIgnoreFile(text, config.ignoreCase, where, log);
-  const repositoryWide = [parse(excludeText, excludePath), parse(userText, userFile ?? "")].filter((list) => list !== undefined);
-  return { ok: true, toplevel, prefix, repositoryWide, ignoreCase: config.ignoreCase };
+  const exclude = parse(excludeText, excludePath);
+  const userExcludes = parse(userText, userFile ?? "");
+  return { ok: true, toplevel, prefix, exclude, userExcludes, gitDir: resolve(worktree, gitDir), ignoreCase: config.ignoreCase };
 }
 
 /** The .gitignore files of the directories above the worktree, up to the repository's top (they apply too). */
@@ -503,29 +606,55 @@ async function addIgnoreFiles(rules: IgnoreRules, files: readonly { dir: string;
 }
 
 function addIgnoreFile(rules: IgnoreRules, dir: string, path: string, ignoreCase: boolean, log: Log): void {
-  const text = readIgnoreFile(path, false, log);
-  const list = text === undefined ? undefined : parseIgnoreFile(text, ignoreCase, path, log);
+  const list = readIgnoreList(path, false, ignoreCase, log);
   if (list !== undefined) rules.add(dir, list);
+}
+
+/** The rule list of the ignore file at `path`, or undefined when it is absent or has no pattern (see readIgnoreFile). */
+function readIgnoreList(path: string, followLinks: boolean, ignoreCase: boolean, log: Log): Ignore | undefined {
+  const text = readIgnoreFile(path, followLinks, log);
+  return text === undefined ? undefined : parseIgnoreFile(text, ignoreCase, path, log);
+}
+
+/**
+ * The worktree-relative tops ("a/b/") of the checked-out submodules: git lists a submodule as one
+ * entry (a gitlink) that the listing's pathspecs never match. Their paths are in .gitmodules at the
+ * repository's top, asked of git only when that file exists. A path whose directory holds no `.git`
+ * is no repository to git (nothing is checked out there), so a committed .gitmodules cannot take a
+ * plain directory out of the outer repository's rules.
+ */
+async function checkedOutSubmodules(git: GitRunner, basis: IgnoreBasis, worktree: string, log: Log): Promise<string[]> {
+  const file = join(basis.toplevel, ".gitmodules");
+  if (lstatSync(file, { throwIfNoEntry: false })?.isFile() !== true) return [];
+  const run = await git.output(["config", "-z", "--file", file, "--get-regexp", "^submodule\\..*\\.path$"]);
+  if (!run.ok) {
+    // 1: no submodule path in it. Otherwise it cannot be read: its submodules are judged as plain directories.
+    if (run.code !== 1) log("warn", `worktree index: .gitmodules not read (${run.why}); its submodules are judged by this repository's rules`);
+    return [];
+  }
+  const tops: string[] = [];
+  // "key\npath\0" for each submodule; its path is relative to the repository's top.
+  for (const entry of run.stdout.split("\0")) {
+    const path = entry.slice(entry.indexOf("\n") + 1);
+    if (!entry.includes("\n") || !path.startsWith(basis.prefix)) continue;
+    const rel = normalizeRel(path.slice(basis.prefix.length))?.replace(/\/$/, "");
+    if (rel !== undefined && rel !== "" && !outOfReach(rel) && holdsGit(join(worktree, rel))) tops.push(`${rel}/`);
+  }
+  return tops;
 }
 
 /**
  * What git ignores below a worktree before the index has listed it: the basis, the .gitignore files
  * above the worktree, and those of a directory and of every directory above it, read synchronously
  * the first time a directory below is asked about (one open and one read each). It answers as the
- * index does for the same files: a path deeper than MAX_DEPTH or too long is ignored, and a nested
- * repository's .gitignore files (which git's listing never shows) are not read.
+ * index does for the same files: a path deeper than MAX_DEPTH or too long is ignored, and below a
+ * directory holding `.git` (a nested repository) that repository's own rules judge.
  */
 export class NearIgnores {
   private readonly rules: IgnoreRules;
-  /** Worktree-relative directories ("" or "a/b/") whose .gitignore was looked at, and whether they lie in a nested repository. */
-  private readonly looked = new Map<string, { readonly nested: boolean }>();
 
-  constructor(
-    private readonly worktree: string,
-    private readonly basis: IgnoreBasis,
-    private readonly log: Log,
-  ) {
-    this.rules = new IgnoreRules(basis.prefix, basis.repositoryWide, basis.ignoreCase);
+  constructor(worktree: string, basis: IgnoreBasis, log: Log) {
+    this.rules = new IgnoreRules({ ...basis, worktree, reads: "everywhere", log });
     for (const { dir, path } of aboveWorktree(basis)) addIgnoreFile(this.rules, dir, path, basis.ignoreCase, log);
   }
 
@@ -533,18 +662,7 @@ export class NearIgnores {
   isIgnored(dir: string): boolean {
     const path = normalizeRel(dir);
     if (path === undefined || path === "") return false;
-    if (outOfReach(path)) return true;
-    // Root first, so that a nested repository is known before the .gitignore files below it.
-    if (!this.looked.has(path)) for (const on of [...directoriesAbove(path)].reverse().concat(path)) this.look(on);
-    return this.rules.isIgnored(path);
-  }
-
-  private look(dir: string): void {
-    if (this.looked.has(dir)) return;
-    const parent = dir === "" ? undefined : this.looked.get(parentOf(dir));
-    const nested = parent?.nested === true || (dir !== "" && holdsGit(join(this.worktree, dir)));
-    this.looked.set(dir, { nested });
-    if (!nested) addIgnoreFile(this.rules, this.basis.prefix + dir, join(this.worktree, dir, ".gitignore"), this.basis.ignoreCase, this.log);
+    return outOfReach(path) || this.rules.isIgnored(path);
   }
 }
 
@@ -763,15 +881,18 @@ const asBuffer = (chunk: Uint8Array): Buffer => Buffer.from(chunk.buffer, chunk.
 async function listWithWalk(worktree: string, classify: Classifier, budget: Budget, log: Log): Promise<Listing> {
   // Without git, its configuration is unknown: case follows the platform's usual filesystem.
   const ignoreCase = process.platform === "darwin" || process.platform === "win32";
-  const excludeText = readIgnoreFile(join(worktree, ".git", "info", "exclude"), false, log);
-  const exclude = excludeText === undefined ? undefined : parseIgnoreFile(excludeText, ignoreCase, ".git/info/exclude", log);
-  const rules = new IgnoreRules("", exclude === undefined ? [] : [exclude], ignoreCase);
+  const gitDir = join(worktree, ".git");
+  const exclude = readIgnoreList(join(gitDir, "info", "exclude"), false, ignoreCase, log);
+  const rules = new IgnoreRules({ prefix: "", ignoreCase, exclude, userExcludes: undefined, worktree, gitDir, reads: "nested", log });
   const candidates: Candidate[] = [];
   let tooDeep = false;
   const visit = async (dir: string, depth: number): Promise<string[]> => {
     const entries = await readEntries(join(worktree, dir), budget);
-    // A directory holding `.git` is another repository: git lists it as a whole, never its files.
-    if (dir !== "" && entries.some((entry) => entry.name === ".git")) return [];
+    // A directory holding `.git` is another repository: git lists it as a whole, never its files; its own rules judge what is in it.
+    if (dir !== "" && entries.some((entry) => entry.name === ".git")) {
+      rules.addRepository(dir);
+      return [];
+    }
     if (entries.some((entry) => entry.name === ".gitignore" && entry.isFile())) addIgnoreFile(rules, dir, join(worktree, dir, ".gitignore"), ignoreCase, log);
     const subdirectories: string[] = [];
     for (const entry of entries) {

@@ -293,6 +293,100 @@ describe("the git listing", () => {
     expect(index.isIgnored("pkg/")).toBe(false);
   });
 
+  test("a nested repository (a clone, one inside it) is judged by its own rules: its .gitignore files, its info/exclude and core.excludesFile, not the outer repository's .gitignore or info/exclude; as git in it answers, and the walk agrees", async () => {
+    const root = tree({
+      ".gitignore": "outer-only/\n",
+      "svc/.gitignore": ".env\nnode_modules/\n",
+      "svc/.env": "",
+      "svc/src/x.ts": "",
+      "svc/node_modules/evil/AGENTS.md": "",
+      "svc/outer-only/AGENTS.md": "",
+      "svc/outer-excluded.md": "",
+      "svc/excluded.md": "",
+      "svc/user-ignored.md": "",
+      "svc/pkg/.gitignore": "gen/\n",
+      "svc/pkg/gen/AGENTS.md": "",
+      "svc/pkg/AGENTS.md": "",
+      "svc/inner/.gitignore": "secret.md\n",
+      "svc/inner/secret.md": "",
+      "svc/inner/.env": "",
+      "svc/inner/AGENTS.md": "",
+      "outer-excluded.md": "",
+    });
+    for (const repository of ["svc", "svc/inner"]) gitInit(join(root, repository));
+    write(root, { "svc/.git/info/exclude": "excluded.md\n" });
+    const walked = (await build(root)).index;
+    gitInit(root);
+    write(root, { ".git/info/exclude": "outer-excluded.md\n" });
+    write(sandbox, { "xdg/git/ignore": "user-ignored.md\n" });
+    try {
+      const { index, logged } = await build(root);
+      expect(index.source).toBe("git");
+      expect(logged).toEqual([]);
+      const paths = everyPath(["svc/.env", "svc/src/x.ts", "svc/node_modules/evil/AGENTS.md", "svc/outer-only/AGENTS.md", "svc/outer-excluded.md", "svc/excluded.md", "svc/user-ignored.md", "svc/pkg/gen/AGENTS.md", "svc/pkg/AGENTS.md", "svc/inner/secret.md", "svc/inner/.env", "svc/inner/AGENTS.md"]);
+      // git's answer for each path comes from the innermost repository holding it (a repository's top is its parent's to judge).
+      const repositoryOf = (path: string): string => ["svc/inner/", "svc/"].find((top) => path.startsWith(top) && path !== top) ?? "";
+      for (const path of paths) {
+        const top = repositoryOf(path);
+        const byGit = gitIgnored(join(root, top), [path.slice(top.length)]).size === 1;
+        expect([path, index.isIgnored(path)]).toEqual([path, byGit]);
+        // The walk knows no core.excludesFile (git's configuration), and ran before the outer info/exclude was written.
+        if (path !== "svc/user-ignored.md") expect([path, walked.isIgnored(path)]).toEqual([path, byGit]);
+      }
+      expect(paths.filter((path) => index.isIgnored(path))).toEqual([
+        "svc/.env",
+        "svc/excluded.md",
+        "svc/inner/secret.md",
+        "svc/node_modules/",
+        "svc/node_modules/evil/",
+        "svc/node_modules/evil/AGENTS.md",
+        "svc/pkg/gen/",
+        "svc/pkg/gen/AGENTS.md",
+        "svc/user-ignored.md",
+      ]);
+      expect(index.isIgnored("outer-excluded.md")).toBe(true);
+      // git lists no file of a nested repository: its context files load through the directories a session touches.
+      expect(index.files).toEqual([]);
+    } finally {
+      rmSync(join(sandbox, "xdg"), { recursive: true });
+    }
+  });
+
+  test("a submodule is judged by its own rules, its info/exclude read where its `.git` file leads into the outer .git; a `gitdir:` leading elsewhere is not followed, and a .gitmodules path with no checkout is a plain directory", async () => {
+    const source = tree({ ".gitignore": "node_modules/\n", "AGENTS.md": "" });
+    gitInit(source);
+    git(source, "add", ".");
+    git(source, "commit", "-qm", "source");
+    const root = tree({ ".gitignore": "built/\n", "AGENTS.md": "" });
+    gitInit(root);
+    git(root, "-c", "protocol.file.allow=always", "submodule", "add", "-q", source, "sub");
+    expect(readFileSync(join(root, "sub/.git"), "utf8")).toStartWith("gitdir: ../.git/modules/sub");
+    // A clone elsewhere, linked in by a `.git` file: its info/exclude lies outside the outer .git.
+    const elsewhere = tree({});
+    gitInit(elsewhere);
+    write(elsewhere, { ".git/info/exclude": "far.md\n" });
+    write(root, {
+      ".git/modules/sub/info/exclude": "sub-excluded.md\n",
+      ".gitmodules": `${readFileSync(join(root, ".gitmodules"), "utf8")}[submodule "plain"]\n\tpath = plain\n\turl = ${source}\n`,
+      "sub/node_modules/evil/AGENTS.md": "",
+      "sub/built/AGENTS.md": "",
+      "sub/sub-excluded.md": "",
+      "linked/.git": `gitdir: ${join(elsewhere, ".git")}\n`,
+      "linked/far.md": "",
+      "plain/built/AGENTS.md": "",
+    });
+    const { index, logged } = await build(root);
+    expect(logged).toEqual([]);
+    expect(["sub/node_modules/", "sub/built/", "sub/sub-excluded.md", "sub/AGENTS.md", "linked/far.md", "plain/built/"].map((path) => index.isIgnored(path))).toEqual([
+      true,
+      false,
+      true,
+      false,
+      false,
+      true,
+    ]);
+  });
+
   test("file names with newlines, tabs, quotes, backslashes, glob characters and unicode (the -z output)", async () => {
     const dirs = ["new\nline", "tab\there", "space dir", ' quote"d ', "back\\slash", "star*", "[br]", "ünï", "emoji😀", "\u202eRTL", "?"];
     const files: Record<string, string> = { ".gitignore": "*.local.md\n" };
