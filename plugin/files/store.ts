@@ -4,7 +4,7 @@ import { basename, dirname, join, relative, sep } from "node:path";
 import type { LRUCache } from "lru-cache";
 import type { Logger } from "../log.ts";
 import { lruCache } from "../lru.ts";
-import { isInside, realPathOr } from "../paths.ts";
+import { isInside, realPathOr, relativePosix } from "../paths.ts";
 import { lowerBound, prefixRun } from "../sorted.ts";
 import { inSlices } from "../turns.ts";
 import { RACY_MS, readContained, type FileVersion, type Skip } from "./contained.ts";
@@ -12,6 +12,7 @@ import { textBytes } from "./version.ts";
 import { Inotify, type DirWatch, type InotifyUser } from "./inotify.ts";
 import { RecordCache } from "./records.ts";
 import { chainOfWalk, walkUp } from "./walk.ts";
+import { outOfReach } from "./worktree-index.ts";
 import { contextNamesOf } from "./names.ts";
 
 export interface FileStoreOptions {
@@ -1107,13 +1108,22 @@ export class FileStore {
   }
 
   private computeStart(path: string, isFile: boolean): Start {
+    // Out of the worktree index's reach (deeper than MAX_DEPTH levels, or too long to open), where no
+    // context file loads, counts as outside: such a path is a trap (a `here -> .` link named hundreds
+    // of times, thousands of missing levels), and the climb below stats every level, each stat walking
+    // the whole path again (64 such paths in one tool call blocked a step for 1-2 s).
+    const base = isInside(path, this.worktree) ? this.worktree : isInside(path, this.realRoot) ? this.realRoot : undefined;
+    if (base !== undefined && outOfReach(relativePosix(base, path) + (isFile ? "" : "/"))) return OUTSIDE;
     let probe = path;
     let missing: string | undefined;
     // A dangling symlink on the way: its target made later makes no event where the start is.
     let dangling: string | undefined;
     for (;;) {
-      const found = realAndStat(probe);
-      if (found !== undefined) {
+      const found = realAndStatOrError(probe);
+      // More links on the way than the kernel follows (a loop, or one link named over and over): each
+      // level of the climb would follow them again (64 such paths: 65 ms). Outside, as a path out of reach.
+      if (found === "ELOOP") return OUTSIDE;
+      if (Array.isArray(found)) {
         const [real, isDirectory] = found;
         const dir = isDirectory ? real : dirname(real);
         // Through a symlink below the worktree (not one the worktree's own path may go through): the link is resolved again at each check.
@@ -1296,12 +1306,18 @@ function isRealDirectory(path: string): boolean {
 
 /** `[realPath, isDirectory]`, or undefined when the path does not resolve to anything. */
 function realAndStat(path: string): [string, boolean] | undefined {
+  const found = realAndStatOrError(path);
+  return Array.isArray(found) ? found : undefined;
+}
+
+/** realAndStat, with the error's code (ENOENT, ELOOP, ...) when the path does not resolve. */
+function realAndStatOrError(path: string): [string, boolean] | string | undefined {
   try {
     const real = realpathSync.native(path);
     const info = statSync(real, { throwIfNoEntry: false });
     return info === undefined ? undefined : [real, info.isDirectory()];
-  } catch {
-    return undefined;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code;
   }
 }
 

@@ -1074,7 +1074,7 @@ function normalizeRel(rel: string): string | undefined {
 }
 
 /** Deeper than MAX_DEPTH directory levels ("a/b/" is 2 levels, "a/b/c" a file in them), or too long to open. */
-function outOfReach(path: string): boolean {
+export function outOfReach(path: string): boolean {
   if (path.length > MAX_PATH_CHARS) return true;
   let slashes = 0;
   for (let at = path.indexOf("/"); at !== -1 && at < path.length - 1; at = path.indexOf("/", at + 1)) slashes++;

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join, sep } from "node:path";
 import { spawnSync } from "node:child_process";
 import { RACY_MS } from "../../plugin/files/contained.ts";
+import { MAX_DEPTH } from "../../plugin/files/worktree-index.ts";
 import { bodies, recordingLogger, Scratch } from "./helpers.ts";
 import { waitFor } from "../helpers/harness.ts";
 
@@ -238,6 +239,17 @@ describe("start resolution", () => {
     expect(store.resolveStart(join(root, "a/new/deep/file.ts"), true)).toBe(join(root, "a"));
     expect(store.resolveStart(join(root, "a/b/c/new.ts"), true)).toBe(join(root, "a/b/c"));
     expect(store.resolveStart(tmpdir(), false)).toBeUndefined();
+  });
+
+  test("a path deeper than the worktree index looks, or through more links than realpath follows (a loop), starts nowhere (found by a hunt)", () => {
+    const { root, store } = setUp();
+    symlinkSync(".", join(root, "a/here"));
+    // MAX_DEPTH directory levels: still the ordinary climb to the nearest existing ancestor; one more is out of reach.
+    expect(store.resolveStart(join(root, "a", "d/".repeat(MAX_DEPTH - 1), "x.ts"), true)).toBe(join(root, "a"));
+    expect(store.resolveStart(join(root, "a", "d/".repeat(MAX_DEPTH), "x.ts"), true)).toBeUndefined();
+    // A few times through the loop resolves (to a/); 50 times is ELOOP (Linux follows 40 links), within MAX_DEPTH.
+    expect(store.resolveStart(join(root, "a", "here/".repeat(3), "x.ts"), true)).toBe(join(root, "a"));
+    expect(store.resolveStart(join(root, "a", "here/".repeat(50), "x.ts"), true)).toBeUndefined();
   });
 
   for (const watch of [true, false]) {

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdir, readFile, rename, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { sectionPaths, start, tempProject, type Started } from "../helpers/harness.ts";
+import { largestStall } from "../helpers/stall.ts";
 import type { Event, Op } from "./child/runner.ts";
 import { figures } from "./figures.ts";
 import { expectIntactFrame, frameFaults } from "./frame.ts";
@@ -414,6 +415,37 @@ describe("linear time on the worst inputs (through the hooks)", () => {
       });
     }
   }, 30_000);
+});
+
+describe("one tool call's paths cannot stall the event loop (found by a hunt)", () => {
+  // 64 paths (the per-call cap of host/tool-paths.ts), each under its 4,096-character cap. Before the
+  // fix, where each walk starts was found by climbing one level at a time, two syscalls a level, each
+  // walking the whole path again: 2.1 s and 0.95 s of one blocked step.
+  const PATHS: Record<string, (i: number) => string> = {
+    "through a `loops/here -> .` symlink 810 times": (i) => `loops/${"here/".repeat(810)}f${i}.ts`,
+    "2,040 missing directory levels deep": (i) => `${"x/".repeat(2040)}f${i}.ts`,
+  };
+  for (const [shape, pathOf] of Object.entries(PATHS)) {
+    test(`64 paths ${shape}: the next step stalls the loop less than 250 ms, the root file still delivered`, async () => {
+      const { root, cleanup } = await tempProject();
+      await writeFile(join(root, "AGENTS.md"), "# root\nROOT-RULES\n");
+      await mkdir(join(root, "loops"));
+      await symlink(".", join(root, "loops", "here"));
+      const plugin = await start(root, { delivery: "system", records: false });
+      try {
+        await plugin.step("s");
+        await plugin.touch("s", "multiedit", { files: Array.from({ length: 64 }, (_, i) => pathOf(i)) });
+        const { stallMs, result } = await largestStall(() => plugin.step("s"));
+        expect(result ?? "").toContain("ROOT-RULES");
+        // The worst file contents above stall 2-3 ms; the margin is for a loaded machine.
+        expect(stallMs).toBeLessThan(250);
+        expect(errors(plugin)).toEqual([]);
+      } finally {
+        await plugin.dispose();
+        await cleanup();
+      }
+    }, 60_000);
+  }
 });
 
 // ---------------------------------------------------------------------------------------------
