@@ -18,7 +18,7 @@ import { readHistory, scanMessages } from "./host/history.ts";
 import { HOST_MARKER, hostCarries, hostEntryPaths, reminderCarries, reminderOf, stripReminder } from "./host/instructions.ts";
 import { CONTEXT_TOOL, toolPaths } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
-import { isInside, realPathOr, relativePosix, statPrint } from "./paths.ts";
+import { containedPrint, isInside, realPathOr, relativePosix, statPrint } from "./paths.ts";
 import { contextNamesOf } from "./files/names.ts";
 import { NearIgnores, readIgnoreBasis, type IgnoreBasisResult } from "./files/worktree-index.ts";
 import type { ResolvedOptions } from "./options.ts";
@@ -889,7 +889,7 @@ export class Engine {
         const message = `${file.rel}: matching its watch globs against the worktree's files took too long (more than ${MAX_WATCH_WORK} steps); only the files matched before that are watched`;
         this.settings.log.once(`watch-work:${file.sha256}`, "warn", message);
       }
-      for (const rel of targets) now.set(rel, statPrint(join(this.store.realRoot, rel)));
+      for (const rel of targets) now.set(rel, this.watchPrint(file.rel, rel, before?.get(rel)));
       session.watched.set(file.path, now);
       if (before === undefined) continue;
       const notify = (rel: string, change: WatchChange) => session.notify(watchNotice(file.rel, rel, change), `watch:${file.path}\0${rel}`);
@@ -902,10 +902,18 @@ export class Engine {
       // A file that left the list is news only when it is gone: the watcher's globs edited, or a
       // match cut short (a cap, its matching budget), drop files that are still there.
       for (const [rel, was] of before) {
-        if (!now.has(rel) && was !== "-" && statPrint(join(this.store.realRoot, rel)) === "-") notify(rel, "deleted");
+        if (!now.has(rel) && was !== "-" && this.watchPrint(file.rel, rel, was) === "-") notify(rel, "deleted");
       }
     }
     for (const path of session.watched.keys()) if (!watching.has(path)) session.watched.delete(path);
+  }
+
+  /** What stat says of a watch target; one that resolves outside the worktree is absent ("-"): nothing outside is observed. */
+  private watchPrint(watcher: string, rel: string, known: string | undefined): string {
+    const print = containedPrint(join(this.store.realRoot, rel), this.store.realRoot, known);
+    if (print !== undefined) return print;
+    this.settings.log.once(`watch-outside:${rel}`, "warn", `${watcher}: its watch target ${rel} leads outside the worktree; it counts as absent`);
+    return "-";
   }
 
   /** The worktree-relative files a contract's `watch` globs name: context files of the index that match, and plain paths. */

@@ -1,5 +1,5 @@
 import { lstatSync, realpathSync, statSync, type Stats } from "node:fs";
-import { relative, sep } from "node:path";
+import { dirname, relative, sep } from "node:path";
 
 /** `path` with every symlink resolved, or as given when it does not resolve. */
 export function realPathOr(path: string): string {
@@ -23,6 +23,24 @@ export function relativePosix(root: string, path: string): string {
 /** What stat says of a path (identity, size, times), to tell a change; "-" when it is not there. */
 export function statPrint(path: string): string {
   return printOf(statOrUndefined(path));
+}
+
+/**
+ * statPrint of `path`, below the real directory `root`, or undefined when it resolves outside `root`
+ * (a symlink out at its end or on its way, `..`): then nothing outside is stat'd. An lstat, and a
+ * realpath only where it can tell something: a symlink at the end, resolved each time; a directory on
+ * the way, resolved when the print is not `known` (new, or changed): a file that kept its identity,
+ * size and times is the one found inside before.
+ */
+export function containedPrint(path: string, root: string, known: string | undefined): string | undefined {
+  const info = statOrUndefined(path, false);
+  if (info === undefined) return "-";
+  if (info.isSymbolicLink()) {
+    const real = realPathOr(path);
+    return isInside(real, root) ? statPrint(real) : undefined;
+  }
+  const print = printOf(info);
+  return print === known || isInside(realPathOr(dirname(path)), root) ? print : undefined;
 }
 
 /** statPrint's string of what stat said. */

@@ -3,7 +3,7 @@
 // each class of bad value, include modes, paths, agents, priority, merging, imports and file variants.
 import { afterEach, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { cp, mkdir, mkdtemp, realpath, rm, writeFile } from "node:fs/promises";
+import { cp, mkdir, mkdtemp, realpath, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { readRecords, type FileRecord, type RequestRecord } from "../plugin/records/format.ts";
@@ -642,6 +642,43 @@ describe("watch notices beside deletions", () => {
     } finally {
       await plugin?.dispose();
       await rm(root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("watch targets through symlinks (found by a hunt)", () => {
+  test("a target that resolves outside the worktree (a symlink out at its end or on its way) counts as absent, logged once each; a symlink inside is followed", async () => {
+    const parent = await realpath(await mkdtemp(join(tmpdir(), "rules-watch-links-")));
+    const root = join(parent, "repo");
+    const outside = join(parent, "outside");
+    let plugin: Started | undefined;
+    try {
+      await mkdir(join(root, "docs"), { recursive: true });
+      await mkdir(outside);
+      await writeFile(join(root, "AGENTS.md"), '---\nwatch: ["docs/peek.md", "docs/via-dir/peek.md", "docs/inside.md"]\n---\nROOT-RULE\n');
+      await writeFile(join(outside, "peek.md"), "v1\n");
+      await writeFile(join(root, "docs/real.md"), "v1\n");
+      await symlink(join(outside, "peek.md"), join(root, "docs/peek.md"));
+      await symlink(outside, join(root, "docs/via-dir"));
+      await symlink("real.md", join(root, "docs/inside.md"));
+      expect(spawnSync("git", ["init", "-q"], { cwd: root }).status).toBe(0);
+      plugin = await start(root, { delivery: "system" });
+      // The step that first delivers the watching file records what its targets are.
+      await plugin.stepUntil("ses_links", (text) => text?.includes("ROOT-RULE") === true, "the watching file");
+      await writeFile(join(outside, "peek.md"), "version two, longer\n");
+      await writeFile(join(root, "docs/real.md"), "version two, longer\n");
+      let said = "";
+      for (let step = 0; step < 20 && !said.includes("[docs/inside.md was changed"); step++) said += (await plugin.step("ses_links")) ?? "";
+      expect(said).toContain("[docs/inside.md was changed; AGENTS.md keeps an eye on it (watch)");
+      expect(said).not.toContain("[docs/peek.md");
+      expect(said).not.toContain("[docs/via-dir/peek.md");
+      expect(warnings(plugin).filter((line) => line.includes("leads outside the worktree"))).toEqual([
+        "AGENTS.md: its watch target docs/peek.md leads outside the worktree; it counts as absent",
+        "AGENTS.md: its watch target docs/via-dir/peek.md leads outside the worktree; it counts as absent",
+      ]);
+    } finally {
+      await plugin?.dispose();
+      await rm(parent, { recursive: true, force: true });
     }
   });
 });
