@@ -166,8 +166,6 @@ export class Engine {
   private nearNow: NearIgnores | undefined;
   /** OpenCode's instruction file name on the session's chain, for a host prompt (see hostLoadedName). */
   private hostName: { readonly start: string; readonly prompt: string; readonly name: string | undefined } | undefined;
-  /** Whether OpenCode's session directory is the worktree root (see readsRootOnly); found at first need. */
-  private sessionAtRoot: boolean | undefined;
 
   /** Undefined when records are off. */
   readonly records: RecordsWriter | undefined;
@@ -302,25 +300,14 @@ export class Engine {
    * (or, when git cannot tell them, the catalog and its walk). Outside `reading`, so that the catalog
    * does not wait for a step that waits for it.
    */
-  private async readyToRead(session: Session): Promise<void> {
-    if (!this.catalogBuilding || this.nearNow !== undefined || this.readsRootOnly(session)) return;
+  private async readyToRead(): Promise<void> {
+    if (!this.catalogBuilding || this.nearNow !== undefined) return;
     this.waitingToRead++;
     try {
       if ((await this.near) === undefined) await this.catalogBuilt();
     } finally {
       this.waitingToRead--;
     }
-  }
-
-  /**
-   * Whether the session's hierarchy is the worktree root's alone (no touch or pin yet, the session
-   * started at the root): the root is never ignored, so its read need not wait for git. A first
-   * message then reads it while git answers (an `opencode run` sends one as the plugin starts).
-   */
-  private readsRootOnly(session: Session): boolean {
-    if (session.touched.size > 0 || session.pins.size > 0) return false;
-    this.sessionAtRoot ??= realPathOr(resolve(this.settings.directory)) === this.store.realRoot;
-    return this.sessionAtRoot;
   }
 
   get delivery(): "stable" | "system" {
@@ -841,7 +828,7 @@ export class Engine {
    * written before this call is in it.
    */
   private async fresh(session: Session, ordered = false, since = performance.now()): Promise<Ruled> {
-    await this.readyToRead(session);
+    await this.readyToRead();
     let hierarchy: Hierarchy;
     for (;;) {
       // First: the catalog's refresh gives the loop turns, and no turn may come between the hierarchy and its rules.
