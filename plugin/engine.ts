@@ -2,7 +2,7 @@ import type { PluginInput } from "@opencode-ai/plugin";
 import { existsSync, realpathSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { clearDocs, compose, countsRevision, docOf, knownTokens, wholeSections, type BlockKind, type ComposeExtras, type Composed } from "./block/compose.ts";
-import { frameCost, headCost } from "./block/plan.ts";
+import { CRITICAL_TIER, frameCost, headCost } from "./block/plan.ts";
 import { escapeInline } from "./block/escape.ts";
 import { appendedBlock, deletedNotice, leftOutListOf, MAX_NAMED, sectionPrefix, unloadNotice, WHOLE_TAIL, watchNotice, type WatchChange } from "./block/render.ts";
 import { disposeTokens, textBound } from "./block/tokens.ts";
@@ -23,7 +23,7 @@ import { contextNamesOf } from "./files/names.ts";
 import { NearIgnores, readIgnoreBasis, type IgnoreBasisResult } from "./files/worktree-index.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { inSlices, nextTurn } from "./turns.ts";
-import { applyRules, awaitedBy, CRITICAL_TIER, hasImports, type Ruled } from "./rules/apply.ts";
+import { applyRules, awaitedBy, hasImports, type Ruled } from "./rules/apply.ts";
 import type { Catalog } from "./rules/catalog.ts";
 import { appliesToAgent, describeProblem, matchesWatch, readContract, type Contract, type MatchWork } from "./rules/contract.ts";
 import type { ImportRead } from "./rules/imports.ts";
@@ -1256,12 +1256,15 @@ export class Engine {
     const ordered = [...updated, ...reachedNow.sort((a, b) => depth(b.file.dir) - depth(a.file.dir)), ...others];
     const isCritical = (item: { tier: number }) => item.tier === CRITICAL_TIER;
     const items = ordered.some(isCritical) ? [...ordered.filter(isCritical), ...ordered.filter((item) => !isCritical(item))] : ordered;
-    const told = this.deletionsToTell(session, deleted, items.length);
+    // The plan names what does not fit, and makes no block at all without room for that list: the
+    // deletion and watch notices leave room for it (else a block of notices was never made, step after step).
+    const listRoom = items.length === 0 ? 0 : textBound(leftOutListOf("delivery", [], items.length, Number.MAX_SAFE_INTEGER));
+    const told = this.deletionsToTell(session, deleted, listRoom);
     // Deletions left for a later delivery: this one is not the last word on these files.
     const settled = told.length === deleted.length;
     // Those said now: a notice pushed while this block is composed waits for the next delivery.
     const deletedRels = told.map((path) => this.relOf(path));
-    const notices = noticesFor(session.notices, "delivery", deletedRels, session.stepTokensLeft, this.settings.options.deliveryTokens, this.noticeLetGo);
+    const notices = noticesFor(session.notices, "delivery", deletedRels, session.stepTokensLeft - listRoom, this.settings.options.deliveryTokens, this.noticeLetGo);
     if (items.length === 0 && told.length === 0 && notices.length === 0) {
       if (settled) session.quietKey = quietKey;
       return "";
@@ -1304,18 +1307,16 @@ export class Engine {
   }
 
   /**
-   * The deleted files (of `deleted`, in order) whose notices fit what the step has left beside the
-   * list naming `pending` files that may not fit: they open the block and may fill it; the rest are
-   * told by the next deliveries (a checkout that removes hundreds of delivered files takes several).
-   * A notice longer than a whole block is let go, logged.
+   * The deleted files (of `deleted`, in order) whose notices fit what the step has left beside
+   * `listRoom` (the list of files that may not fit): they open the block and may fill it; the rest
+   * are told by the next deliveries (a checkout that removes hundreds of delivered files takes
+   * several). A notice longer than a whole block is let go, logged.
    */
-  private deletionsToTell(session: Session, deleted: readonly string[], pending: number): string[] {
+  private deletionsToTell(session: Session, deleted: readonly string[], listRoom: number): string[] {
     if (deleted.length === 0) return [];
     const frame = frameCost("delivery", [], textBound);
     const blockRoom = this.settings.options.deliveryTokens - frame;
-    // The plan names what does not fit; a block without room for that list is not made at all.
-    const list = pending === 0 ? 0 : textBound(leftOutListOf("delivery", [], pending, Number.MAX_SAFE_INTEGER));
-    let room = session.stepTokensLeft - frame - list;
+    let room = session.stepTokensLeft - frame - listRoom;
     const told: string[] = [];
     for (const path of deleted) {
       const cost = textBound(deletedNotice(this.relOf(path)));

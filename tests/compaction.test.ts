@@ -45,3 +45,18 @@ describe("the compacting hook", () => {
     expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md", "apps/web/AGENTS.md"]);
   });
 });
+
+// Found in review (0.3.16; failed before its fix): the copy fitted its list of names before any file,
+// and eighty small files' names left no room for a priority: critical one.
+test("the compaction copy keeps a priority: critical file whole beside many other files (critical first and whole; the copy follows the same order)", async () => {
+  const critical = `---\npriority: critical\n---\n# Crit\n${Array.from({ length: 40 }, (_, i) => `- critical rule number ${i}: never skip it.`).join("\n")}\nCRITICAL-END\n`;
+  const packages = Array.from({ length: 80 }, (_, i) => `packages/service-number-${i}`);
+  const plugin = await open(undefined, {}, { files: { "crit/AGENTS.md": critical, ...Object.fromEntries(packages.map((dir) => [`${dir}/AGENTS.md`, "Use tabs.\n"])) } });
+  await plugin.touch("s", "read", { filePath: join(plugin.root, "crit/x.ts") });
+  for (const dir of packages) await plugin.touch("s", "read", { filePath: join(plugin.root, dir, "x.ts") });
+  await plugin.stepUntil("s", (block) => block?.includes("CRITICAL-END") === true, "the critical file in the system block");
+  const copy = (await plugin.compact("s")).join("\n");
+  expect(copy).toContain('<context-file path="crit/AGENTS.md">');
+  expect(copy).toContain("CRITICAL-END");
+  expect(copy).not.toContain("read crit/AGENTS.md from line");
+});

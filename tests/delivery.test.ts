@@ -2,6 +2,9 @@ import { describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { frameCost } from "../plugin/block/plan.ts";
+import { deletedNotice, leftOutListOf, watchNotice } from "../plugin/block/render.ts";
+import { textBound } from "../plugin/block/tokens.ts";
 import { callContextTool, projects, sectionPaths, start, waitFor, type Started } from "./helpers/harness.ts";
 
 const openProject = projects();
@@ -561,6 +564,28 @@ describe("deliveries at the edge of the step's budget", () => {
     expect(out).toContain("no longer applies");
     expect(out).toContain("END-V2");
     expect(out).not.toContain("[cut to fit the budget");
+  });
+
+  test("a deletion, a watch notice and a pending file that leave no room for the list of pending files are told at a later step, not never (found in review)", async () => {
+    // A delivery budget where deletion and notice fit beside the frame, but not with the list naming the pending big file too.
+    const frame = frameCost("delivery", [], textBound);
+    const notice = textBound(watchNotice("AGENTS.md", "docs/API.md", "changed"));
+    expect(notice).toBeGreaterThan(textBound(leftOutListOf("delivery", [], 1, Number.MAX_SAFE_INTEGER)));
+    const deliveryTokens = frame + textBound(deletedNotice("gone/AGENTS.md")) + notice;
+    const big = `# Big\n\n${Array.from({ length: 200 }, (_, i) => `- rule ${i}: keep the public API stable and documented.`).join("\n")}\n`;
+    const files = { "AGENTS.md": "---\nwatch: [docs/API.md]\n---\nROOT-RULE\n", "docs/API.md": "v1\n", "gone/AGENTS.md": "Use tabs.\n", "big/AGENTS.md": big };
+    const plugin = await openProject(undefined, { deliveryTokens }, { files });
+    await plugin.stepUntil("s", (block) => block?.includes("ROOT-RULE") === true, "the watching root file");
+    expect(await read(plugin, "gone/x.ts")).toContain('<context-file path="gone/AGENTS.md">');
+    await rm(join(plugin.root, "gone/AGENTS.md"));
+    await writeFile(join(plugin.root, "docs/API.md"), "v2, changed\n");
+    let said = "";
+    for (let i = 0; i < 6; i++) {
+      await plugin.step("s");
+      said += (await read(plugin, "big/x.ts")) + (await read(plugin, "README.md"));
+    }
+    expect(said).toContain("gone/AGENTS.md no longer applies");
+    expect(said).toContain("[docs/API.md was changed");
   });
 
   test("a priority: critical file past the budget goes whole whatever the length of its path", async () => {

@@ -137,6 +137,9 @@ export function headCost(doc: Doc, updated: boolean, frame: (text: string) => nu
   return known.tokens;
 }
 
+/** The tier of `priority: critical` files (the rules give it): first in every block, and never cut. */
+export const CRITICAL_TIER = -2;
+
 const OMITTED = -1;
 
 /** Docs a list is weighed without (see listCost): which, how many of them are left out, and their tokens. */
@@ -359,10 +362,13 @@ function planExactly(input: PlanInput, fixed: number, heads: readonly number[], 
   };
 
   if (kind === "compaction") {
-    // Each whole while it fits beside the list of the rest; the first that does not is cut.
+    // `priority: critical` files whole before the list is fitted: named first, eighty small files left
+    // no room for one. Then each whole while it fits beside the list of the rest; the first that does not is cut.
+    items.forEach((item, i) => item.tier === CRITICAL_TIER && set(i, size(i), true));
+    list = listCost();
     if (!fitNames()) return nothing();
     let first = 0;
-    while (first < items.length && grow(first, Infinity) && kept[first] === size(first)) first++;
+    while (first < items.length && (kept[first] === size(first) || (grow(first, Infinity) && kept[first] === size(first)))) first++;
     polish([first]);
     return result();
   }

@@ -238,15 +238,10 @@ class IgnoreRules {
    */
   isIgnored(rel: string): boolean {
     const path = this.setting.prefix + rel;
-    if (path === "" || !this.mayIgnore()) return false;
+    if (path === "") return false;
     if (path.endsWith("/")) return this.directory(path).ignored;
     const parent = this.directory(parentOf(path));
     return parent.ignored || this.decide(path, parent);
-  }
-
-  /** Whether any rule may apply: there is a list, or one may be read yet. */
-  private mayIgnore(): boolean {
-    return this.perDirectory.size > 0 || this.outerWide.length > 0 || this.repositories.size > 0 || this.setting.reads === "everywhere";
   }
 
   private directory(dir: string): DirectoryVerdict {
@@ -264,7 +259,11 @@ class IgnoreRules {
     if (parent === undefined) verdict = { ignored, nested: false, lists: own, wide: this.outerWide };
     else if (topOf !== undefined) verdict = { ignored, nested: true, lists: own, wide: topOf };
     else verdict = { ignored, nested: parent.nested, lists: rules === undefined ? parent.lists : [...own, ...parent.lists], wide: parent.wide };
-    if (this.directories.size >= MAX_VERDICTS) this.directories.clear();
+    if (this.directories.size >= MAX_VERDICTS) {
+      this.directories.clear();
+      // Looked at again when next judged (what was read stays): bounded like the verdicts.
+      this.looked.clear();
+    }
     this.directories.set(dir, verdict);
     return verdict;
   }
@@ -277,13 +276,14 @@ class IgnoreRules {
   private readOnDemand(dir: string, parent: DirectoryVerdict | undefined): void {
     const { prefix, reads, worktree, ignoreCase, log } = this.setting;
     if (dir.length < prefix.length || this.looked.has(dir)) return;
-    // After a listing, only a nested repository's directories are read: none when there is none.
-    if (reads === "nested" && (this.repositories.size === 0 || (parent?.nested !== true && !this.repositories.has(dir)))) return;
     this.looked.add(dir);
     const path = join(worktree, dir.slice(prefix.length));
-    // No listing enters a nested repository: one nested in it is found by its `.git`, as before any listing.
-    const unlisted = reads === "everywhere" || (parent?.nested === true && !this.repositories.has(dir));
-    if (unlisted && dir !== prefix && holdsGit(path)) this.startRepository(dir);
+    // A directory holding `.git` starts a nested repository, whether a listing named it or not: an
+    // embedded repository `git add`ed without .gitmodules is a gitlink that no pathspec of the listing
+    // matches, and no listing enters a nested repository (one lstat a directory, once).
+    if (dir !== prefix && !this.repositories.has(dir) && holdsGit(path)) this.startRepository(dir);
+    // After a listing, only a nested repository's .gitignore files are read: the listing gave the others.
+    if (reads === "nested" && parent?.nested !== true && !this.repositories.has(dir)) return;
     const rules = readIgnoreList(join(path, ".gitignore"), false, ignoreCase, log);
     if (rules !== undefined) this.perDirectory.set(dir, rules);
   }
@@ -346,6 +346,13 @@ function nestedExclude(top: string, setting: IgnoreSetting): Ignore | undefined 
     if (target === undefined) return undefined;
     gitDir = realPathOr(resolve(top, target));
     if (!isInside(gitDir, realPathOr(setting.gitDir))) return undefined;
+    // A linked worktree's git directory (`git worktree add`) names the repository's in `commondir`:
+    // git reads that one's info/exclude there.
+    const common = readIgnoreFile(join(gitDir, "commondir"), false, setting.log)?.trim();
+    if (common !== undefined && common !== "") {
+      gitDir = realPathOr(resolve(gitDir, common));
+      if (!isInside(gitDir, realPathOr(setting.gitDir))) return undefined;
+    }
   }
   return readIgnoreList(join(gitDir, "info", "exclude"), false, setting.ignoreCase, setting.log);
 }

@@ -1,4 +1,5 @@
 import { basename, sep } from "node:path";
+import { CRITICAL_TIER } from "../block/plan.ts";
 import type { FileVersion } from "../files/contained.ts";
 import { StoredVersion } from "../files/version.ts";
 import type { IncludeMode } from "../records/format.ts";
@@ -84,7 +85,6 @@ const NOTHING_MERGED: Merged = { bodies: new Map(), dropped: new Map(), notes: n
 const NOTHING_SCREENED: Screened = { touched: new Set(), waiting: new Map() };
 
 /** Tiers the budget fills in order: critical and high before every closest-first tier (0, 1, ...), low after all. */
-export const CRITICAL_TIER = -2;
 const TIER_OF: Record<Exclude<Priority, "normal">, number> = { critical: CRITICAL_TIER, high: -1, low: Number.MAX_SAFE_INTEGER };
 
 /**

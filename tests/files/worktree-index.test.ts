@@ -6,7 +6,7 @@ import { dirname, join } from "node:path";
 import fc from "fast-check";
 import picomatch from "picomatch";
 import { contextNamesOf } from "../../plugin/files/names.ts";
-import { buildWorktreeIndex, escapeWildmatch, MAX_DEPTH, type IndexOptions, type WorktreeIndex } from "../../plugin/files/worktree-index.ts";
+import { buildWorktreeIndex, escapeWildmatch, MAX_DEPTH, NearIgnores, readIgnoreBasis, type IndexOptions, type WorktreeIndex } from "../../plugin/files/worktree-index.ts";
 
 // ---- sandbox: temp trees, and a git that sees none of this machine's configuration ----
 
@@ -350,6 +350,41 @@ describe("the git listing", () => {
     } finally {
       rmSync(join(sandbox, "xdg"), { recursive: true });
     }
+  });
+
+  // Found in review (0.3.16; each failed before its fix): NearIgnores and the index must agree with git in both.
+  test("an embedded repository `git add`ed without .gitmodules (a gitlink no pathspec matches) is judged by its own rules, by the index as by NearIgnores and git", async () => {
+    const root = tree({ ".gitignore": "docs/\n", "AGENTS.md": "", "inner/docs/AGENTS.md": "inner docs", "inner/README": "" });
+    git(join(root, "inner"), "init", "-q");
+    git(join(root, "inner"), "add", ".");
+    git(join(root, "inner"), "commit", "-qm", "i");
+    git(root, "init", "-q");
+    git(root, "add", ".");
+    git(root, "commit", "-qm", "o");
+    expect(spawnSync("git", ["check-ignore", "-q", "docs"], { cwd: join(root, "inner") }).status).toBe(1);
+    const basis = await readIgnoreBasis(root, () => {});
+    if (!basis.ok) throw new Error(basis.why);
+    const { index } = await build(root);
+    expect(index.source).toBe("git");
+    expect(new NearIgnores(root, basis, () => {}).isIgnored("inner/docs/")).toBe(false);
+    expect(index.isIgnored("inner/docs/")).toBe(false);
+    expect(index.isIgnored("docs/")).toBe(true);
+  });
+
+  test("a linked worktree made inside the worktree (`git worktree add wt`) is judged with the repository's info/exclude, read through its `commondir`, as git in it does", async () => {
+    const root = tree({ "AGENTS.md": "", "src/AGENTS.md": "" });
+    gitInit(root);
+    git(root, "add", ".");
+    git(root, "commit", "-qm", "c");
+    git(root, "worktree", "add", "-q", "wt");
+    write(root, { ".git/info/exclude": "scratch/\n", "wt/scratch/AGENTS.md": "", "scratch/AGENTS.md": "" });
+    expect(spawnSync("git", ["check-ignore", "-q", "scratch"], { cwd: join(root, "wt") }).status).toBe(0);
+    const basis = await readIgnoreBasis(root, () => {});
+    if (!basis.ok) throw new Error(basis.why);
+    const { index } = await build(root);
+    expect(index.isIgnored("scratch/")).toBe(true);
+    expect(new NearIgnores(root, basis, () => {}).isIgnored("wt/scratch/")).toBe(true);
+    expect(index.isIgnored("wt/scratch/")).toBe(true);
   });
 
   test("a submodule is judged by its own rules, its info/exclude read where its `.git` file leads into the outer .git; a `gitdir:` leading elsewhere is not followed, and a .gitmodules path with no checkout is a plain directory", async () => {
