@@ -209,8 +209,6 @@ class IgnoreRules {
   private readonly perDirectory = new Map<string, Ignore>();
   /** Repository-relative top ("a/b/") of each nested repository → its repository-wide lists. */
   private readonly repositories = new Map<string, readonly GitignoreList[]>();
-  /** Repository-relative directories whose ignore files were read from disk (once each: verdicts are forgotten, these are not). */
-  private readonly looked = new Set<string>();
   /** The files of a directory share its verdict and lists: each is worked out once. */
   private readonly directories = new Map<string, DirectoryVerdict>();
   /** The outer repository's repository-wide lists, in the order git consults them. */
@@ -259,33 +257,30 @@ class IgnoreRules {
     if (parent === undefined) verdict = { ignored, nested: false, lists: own, wide: this.outerWide };
     else if (topOf !== undefined) verdict = { ignored, nested: true, lists: own, wide: topOf };
     else verdict = { ignored, nested: parent.nested, lists: rules === undefined ? parent.lists : [...own, ...parent.lists], wide: parent.wide };
-    if (this.directories.size >= MAX_VERDICTS) {
-      this.directories.clear();
-      // Looked at again when next judged (what was read stays): bounded like the verdicts.
-      this.looked.clear();
-    }
+    if (this.directories.size >= MAX_VERDICTS) this.directories.clear();
     this.directories.set(dir, verdict);
     return verdict;
   }
 
   /**
-   * Reads, once, the ignore files of `dir` that no listing gave (see IgnoreSetting.reads). Directories
-   * above the worktree were read with the basis. Nothing below `dir` has a verdict yet, so none is
-   * forgotten.
+   * Reads the ignore files of `dir` that no listing gave (see IgnoreSetting.reads), each time its
+   * verdict is worked out (once, unless the bounded cache of verdicts forgot it: then again, which
+   * also sees an edit). Directories above the worktree were read with the basis. Nothing below `dir`
+   * has a verdict yet, so none is forgotten.
    */
   private readOnDemand(dir: string, parent: DirectoryVerdict | undefined): void {
     const { prefix, reads, worktree, ignoreCase, log } = this.setting;
-    if (dir.length < prefix.length || this.looked.has(dir)) return;
-    this.looked.add(dir);
+    if (dir.length < prefix.length) return;
     const path = join(worktree, dir.slice(prefix.length));
     // A directory holding `.git` starts a nested repository, whether a listing named it or not: an
     // embedded repository `git add`ed without .gitmodules is a gitlink that no pathspec of the listing
-    // matches, and no listing enters a nested repository (one lstat a directory, once).
+    // matches, and no listing enters a nested repository (one lstat a verdict).
     if (dir !== prefix && !this.repositories.has(dir) && holdsGit(path)) this.startRepository(dir);
     // After a listing, only a nested repository's .gitignore files are read: the listing gave the others.
     if (reads === "nested" && parent?.nested !== true && !this.repositories.has(dir)) return;
     const rules = readIgnoreList(join(path, ".gitignore"), false, ignoreCase, log);
     if (rules !== undefined) this.perDirectory.set(dir, rules);
+    else this.perDirectory.delete(dir);
   }
 
   /** Records the nested repository whose top is `dir`: its info/exclude (when cheaply found) and core.excludesFile apply in it. */
