@@ -77,6 +77,11 @@ const MAX_REAL_PATHS = 16_384;
 /** Below this many tokens left in a step, nothing more is delivered until the next step. */
 const MIN_DELIVERY_TOKENS = 64;
 
+/** What the plan's list of `pending` files left out costs at least (a bare count): a block of `kind` is not made without room for it. */
+function listRoomFor(kind: BlockKind, pending: number): number {
+  return pending === 0 ? 0 : textBound(leftOutListOf(kind, [], pending, Number.MAX_SAFE_INTEGER));
+}
+
 /**
  * The notices the next block of `kind` says, first come first: as many as half of what `budget` (what
  * the block may take) leaves past the block's frame (with its `deleted` files' notices) holds, and at
@@ -347,10 +352,14 @@ export class Engine {
       if (session.rebuild === "compacted") this.forgetSummarized(session);
       // The same inputs give the same bytes: built again only when the hierarchy, the host's files or what the conversation holds changed.
       const key = `${this.hierarchies.get(session)?.key}:${this.ruled.get(session)?.key}:${session.hostRevision}:${session.heldRevision}`;
-      const notices = noticesFor(session.notices, "system", [], this.settings.options.systemTokens, this.settings.options.systemTokens, this.noticeLetGo);
-      if (session.systemMemo?.key === key && notices.length === 0) return session.systemMemo.text;
       const held = (file: FileVersion) => session.known(file.path)?.sha256 === file.sha256;
       const items = this.items(session, hierarchy, (file) => !session.hostPaths.has(file.path) && !held(file));
+      // Notices leave room for the list of what does not fit (the plan makes no block without it, and
+      // this block is made again each step: a notice that took it emptied every block after). One that
+      // never fits beside it is let go.
+      const room = this.settings.options.systemTokens - listRoomFor("system", items.length);
+      const notices = noticesFor(session.notices, "system", [], room, room, this.noticeLetGo);
+      if (session.systemMemo?.key === key && notices.length === 0) return session.systemMemo.text;
       const composed = await this.compose("system", items, this.settings.options.systemTokens, { notices });
       // No exact counts (logged): no block this step, the notices kept for the next one.
       if (composed.failed) return "";
@@ -1257,8 +1266,13 @@ export class Engine {
     const isCritical = (item: { tier: number }) => item.tier === CRITICAL_TIER;
     const items = ordered.some(isCritical) ? [...ordered.filter(isCritical), ...ordered.filter((item) => !isCritical(item))] : ordered;
     // The plan names what does not fit, and makes no block at all without room for that list: the
-    // deletion and watch notices leave room for it (else a block of notices was never made, step after step).
-    const listRoom = items.length === 0 ? 0 : textBound(leftOutListOf("delivery", [], items.length, Number.MAX_SAFE_INTEGER));
+    // deletion and watch notices leave room for it (else a block of notices was never made, step after
+    // step), and for the critical files when they fit the step (the notices can wait; the budget
+    // grows only for critical files that alone pass it).
+    const updatedPaths = new Set(updated.map((item) => item.file.path));
+    const critical = items.filter(isCritical).reduce((sum, { file }) => sum + this.wholeCost(file, updatedPaths.has(file.path)), 0);
+    const bareList = listRoomFor("delivery", items.length);
+    const listRoom = bareList + (critical + bareList + frameCost("delivery", [], textBound) <= session.stepTokensLeft ? critical : 0);
     const told = this.deletionsToTell(session, deleted, listRoom);
     // Deletions left for a later delivery: this one is not the last word on these files.
     const settled = told.length === deleted.length;
@@ -1270,7 +1284,7 @@ export class Engine {
       return "";
     }
     const composed = await this.compose("delivery", items, session.stepTokensLeft, {
-      updated: new Set(updated.map((item) => item.file.path)),
+      updated: updatedPaths,
       deleted: deletedRels,
       notices,
     });
@@ -1373,7 +1387,7 @@ export class Engine {
     const critical: string[] = [];
     for (const { file, tier } of items) {
       if (tier !== CRITICAL_TIER) continue;
-      need += headCost(docOf(file), extras?.updated?.has(file.path) === true, textBound) + textBound(WHOLE_TAIL) + knownTokens(file);
+      need += this.wholeCost(file, extras?.updated?.has(file.path) === true);
       critical.push(file.rel);
     }
     if (critical.length === 0) return budget;
@@ -1389,6 +1403,11 @@ export class Engine {
     if (need <= budget) return budget;
     this.settings.log.once(`critical:${kind}:${critical.join(",")}:${need}`, "warn", `priority: critical files (${critical.join(", ")}) need about ${need} tokens, more than the ${kind} budget of ${budget}: sent whole anyway`);
     return need;
+  }
+
+  /** What a file sent whole costs in a block, as the plan weighs it: its section's head and tail, and its exact count or provable bound. */
+  private wholeCost(file: FileVersion, updated: boolean): number {
+    return headCost(docOf(file), updated, textBound) + textBound(WHOLE_TAIL) + knownTokens(file);
   }
 
   /** The file of the hierarchy a host path names: OpenCode names files by their lexical path, the store by their real one. */

@@ -6,6 +6,7 @@ import { frameCost } from "../plugin/block/plan.ts";
 import { deletedNotice, leftOutListOf, watchNotice } from "../plugin/block/render.ts";
 import { textBound } from "../plugin/block/tokens.ts";
 import { callContextTool, projects, sectionPaths, start, waitFor, type Started } from "./helpers/harness.ts";
+import { tokens } from "./helpers/measure.ts";
 
 const openProject = projects();
 const open = (options?: Record<string, unknown>, history: unknown[] = []) => openProject("monorepo", options, { history });
@@ -586,6 +587,56 @@ describe("deliveries at the edge of the step's budget", () => {
     }
     expect(said).toContain("gone/AGENTS.md no longer applies");
     expect(said).toContain("[docs/API.md was changed");
+  });
+
+  test("a deletion whose notice is longer than a whole block is let go with a warning, and deliveries go on", async () => {
+    const long = `${Array.from({ length: 12 }, (_, i) => `a-rather-long-directory-name-number-${i}`).join("/")}/AGENTS.md`;
+    const plugin = await openProject(undefined, { deliveryTokens: 100 }, { files: { [long]: "Use tabs.\n", "later/AGENTS.md": "LATER-RULE\n" } });
+    expect(textBound(deletedNotice(long))).toBeGreaterThan(100 - frameCost("delivery", [], textBound));
+    // Touched before the first step: the system block (8,000 tokens) carries it; deletions are told by deliveries.
+    await plugin.touch("s", "read", { filePath: join(plugin.root, long.replace("AGENTS.md", "x.ts")) });
+    expect(await plugin.step("s")).toContain("Use tabs.");
+    await rm(join(plugin.root, long));
+    await plugin.step("s");
+    expect(await read(plugin, "later/x.ts")).toContain("LATER-RULE");
+    expect(plugin.logs.filter((entry) => entry.message.includes("its notice is larger than a whole block"))).toHaveLength(1);
+  });
+
+  test("a priority: critical file that fits the step alone is not pushed past it by deletion notices that can wait (found in review)", async () => {
+    const deliveryTokens = 300;
+    const crit = (tag: string) => `---\npriority: critical\n---\n# Crit\n${Array.from({ length: 6 }, (_, i) => `- critical rule ${i}: never skip it.`).join("\n")}\n${tag}\n`;
+    const gone = packages(14, (i) => `packages/service-number-${i}-with-a-longer-name`);
+    const plugin = await openProject(undefined, { deliveryTokens }, { files: { "crit/AGENTS.md": crit("END-V1"), ...Object.fromEntries(gone.map((rel) => [rel, "Use tabs.\n"])) } });
+    for (const rel of gone) {
+      await plugin.step("s");
+      expect(await read(plugin, rel.replace("AGENTS.md", "x.ts"))).toContain(rel);
+    }
+    await plugin.step("s");
+    expect(await read(plugin, "crit/x.ts")).toContain("END-V1");
+    for (const rel of gone) await rm(join(plugin.root, rel));
+    await writeFile(join(plugin.root, "crit/AGENTS.md"), crit("END-V2"));
+    await plugin.step("s");
+    const out = await read(plugin, "crit/x.ts");
+    const block = out.slice(out.indexOf("<project-context"));
+    expect(block).toContain("END-V2");
+    expect(tokens(block)).toBeLessThanOrEqual(deliveryTokens);
+    expect(plugin.logs.filter((entry) => entry.message.includes("priority: critical files"))).toEqual([]);
+  });
+
+  test('delivery "system": a watch notice that leaves no room for the list of left-out files does not empty the block step after step (found in review)', async () => {
+    const api = "docs/a-rather-long-directory-name-for-the-api/reference-manual-of-the-public-interface.md";
+    const systemTokens = frameCost("system", [], textBound) + textBound(watchNotice("AGENTS.md", api, "changed"));
+    const big = `# Big\n\n${Array.from({ length: 200 }, (_, i) => `- rule ${i}: keep the public API stable and documented.`).join("\n")}\n`;
+    const plugin = await openProject(undefined, { delivery: "system", systemTokens }, { files: { "AGENTS.md": `---\nwatch: [${api}]\n---\nROOT-RULE\n`, [api]: "v1\n", "big/AGENTS.md": big } });
+    await plugin.touch("s", "read", { filePath: join(plugin.root, "big/x.ts") });
+    await plugin.stepUntil("s", (block) => block?.includes("ROOT-RULE") === true, "the watching root file");
+    await writeFile(join(plugin.root, api), "v2, changed\n");
+    const blocks = await waitFor(async () => {
+      const block = await plugin.step("s");
+      return block?.includes("ROOT-RULE") === true && plugin.logs.some((entry) => entry.message.includes("could not be told")) ? [block] : undefined;
+    }, 3000, "the block back, the notice it cannot hold let go");
+    expect(blocks[0]).toContain("ROOT-RULE");
+    for (let i = 0; i < 3; i++) expect(await plugin.step("s")).toContain("ROOT-RULE");
   });
 
   test("a priority: critical file past the budget goes whole whatever the length of its path", async () => {
