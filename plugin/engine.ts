@@ -4,7 +4,7 @@ import { basename, dirname, isAbsolute, join, relative, resolve } from "node:pat
 import { clearDocs, compose, countsRevision, docOf, knownTokens, wholeSections, type BlockKind, type ComposeExtras, type Composed } from "./block/compose.ts";
 import { CRITICAL_TIER, frameCost, headCost } from "./block/plan.ts";
 import { escapeInline } from "./block/escape.ts";
-import { appendedBlock, deletedNotice, leftOutListOf, MAX_NAMED, sectionPrefix, unloadNotice, WHOLE_TAIL, watchNotice, type WatchChange } from "./block/render.ts";
+import { appendedBlock, deletedNotice, leftOutListOf, sectionPrefix, unloadNotice, WHOLE_TAIL, watchNotice, type WatchChange } from "./block/render.ts";
 import { disposeTokens, textBound } from "./block/tokens.ts";
 import type { FileVersion } from "./files/contained.ts";
 import { readContained } from "./files/contained.ts";
@@ -80,6 +80,19 @@ const MIN_DELIVERY_TOKENS = 64;
 /** What the plan's list of `pending` files left out costs at least (a bare count): a block of `kind` is not made without room for it. */
 function listRoomFor(kind: BlockKind, pending: number): number {
   return pending === 0 ? 0 : textBound(leftOutListOf(kind, [], pending, Number.MAX_SAFE_INTEGER));
+}
+
+/** The room a block of `items` keeps for its list of files left out: none when all of them whole cost less. */
+function listRoomBeside(kind: BlockKind, items: readonly { file: FileVersion }[]): number {
+  const list = listRoomFor(kind, items.length);
+  let whole = 0;
+  for (const { file } of items) if ((whole += wholeCost(file, false)) >= list) return list;
+  return whole;
+}
+
+/** What a file sent whole costs in a block, as the plan weighs it: its section's head and tail, and its exact count or provable bound. */
+function wholeCost(file: FileVersion, updated: boolean): number {
+  return headCost(docOf(file), updated, textBound) + textBound(WHOLE_TAIL) + knownTokens(file);
 }
 
 /**
@@ -352,12 +365,13 @@ export class Engine {
       if (session.rebuild === "compacted") this.forgetSummarized(session);
       // The same inputs give the same bytes: built again only when the hierarchy, the host's files or what the conversation holds changed.
       const key = `${this.hierarchies.get(session)?.key}:${this.ruled.get(session)?.key}:${session.hostRevision}:${session.heldRevision}`;
+      if (session.systemMemo?.key === key && session.notices.length === 0) return session.systemMemo.text;
       const held = (file: FileVersion) => session.known(file.path)?.sha256 === file.sha256;
       const items = this.items(session, hierarchy, (file) => !session.hostPaths.has(file.path) && !held(file));
       // Notices leave room for the list of what does not fit (the plan makes no block without it, and
-      // this block is made again each step: a notice that took it emptied every block after). One that
-      // never fits beside it is let go.
-      const room = this.settings.options.systemTokens - listRoomFor("system", items.length);
+      // this block is made again each step: a notice that took it emptied every block after), unless
+      // everything fits whole for less. One that never fits beside it is let go.
+      const room = this.settings.options.systemTokens - (session.notices.length === 0 ? 0 : listRoomBeside("system", items));
       const notices = noticesFor(session.notices, "system", [], room, room, this.noticeLetGo);
       if (session.systemMemo?.key === key && notices.length === 0) return session.systemMemo.text;
       const composed = await this.compose("system", items, this.settings.options.systemTokens, { notices });
@@ -1270,7 +1284,7 @@ export class Engine {
     // step), and for the critical files when they fit the step (the notices can wait; the budget
     // grows only for critical files that alone pass it).
     const updatedPaths = new Set(updated.map((item) => item.file.path));
-    const critical = items.filter(isCritical).reduce((sum, { file }) => sum + this.wholeCost(file, updatedPaths.has(file.path)), 0);
+    const critical = items.filter(isCritical).reduce((sum, { file }) => sum + wholeCost(file, updatedPaths.has(file.path)), 0);
     const bareList = listRoomFor("delivery", items.length);
     const listRoom = bareList + (critical + bareList + frameCost("delivery", [], textBound) <= session.stepTokensLeft ? critical : 0);
     const told = this.deletionsToTell(session, deleted, listRoom);
@@ -1387,27 +1401,16 @@ export class Engine {
     const critical: string[] = [];
     for (const { file, tier } of items) {
       if (tier !== CRITICAL_TIER) continue;
-      need += this.wholeCost(file, extras?.updated?.has(file.path) === true);
+      need += wholeCost(file, extras?.updated?.has(file.path) === true);
       critical.push(file.rel);
     }
     if (critical.length === 0) return budget;
     need += frameCost(kind, extras?.deleted ?? [], textBound) + (extras?.notices ?? []).reduce((sum, notice) => sum + textBound(notice), 0);
-    // The others may all be left out: the plan weighs a tier beside the list of them it starts from
-    // (a block's first MAX_NAMED by name and token count, a compaction copy's count alone).
-    const others = items.filter(({ tier }) => tier !== CRITICAL_TIER).map(({ file }) => file);
-    if (others.length > 0) {
-      const named = others.slice(0, kind === "compaction" ? 0 : MAX_NAMED).map((file) => ({ rel: docOf(file).rel, tokens: knownTokens(file) }));
-      const rest = others.slice(named.length).reduce((sum, file) => sum + knownTokens(file), 0);
-      need += textBound(leftOutListOf(kind, named, others.length - named.length, rest));
-    }
+    // The others may all be left out: beside critical files the plan's list names as few as it must, a bare count at least.
+    need += listRoomFor(kind, items.length - critical.length);
     if (need <= budget) return budget;
     this.settings.log.once(`critical:${kind}:${critical.join(",")}:${need}`, "warn", `priority: critical files (${critical.join(", ")}) need about ${need} tokens, more than the ${kind} budget of ${budget}: sent whole anyway`);
     return need;
-  }
-
-  /** What a file sent whole costs in a block, as the plan weighs it: its section's head and tail, and its exact count or provable bound. */
-  private wholeCost(file: FileVersion, updated: boolean): number {
-    return headCost(docOf(file), updated, textBound) + textBound(WHOLE_TAIL) + knownTokens(file);
   }
 
   /** The file of the hierarchy a host path names: OpenCode names files by their lexical path, the store by their real one. */

@@ -3,7 +3,7 @@ import { writeFileSync } from "node:fs";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { frameCost } from "../plugin/block/plan.ts";
-import { deletedNotice, leftOutListOf, watchNotice } from "../plugin/block/render.ts";
+import { deletedNotice, leftOutListOf, sectionHead, watchNotice, WHOLE_TAIL } from "../plugin/block/render.ts";
 import { textBound } from "../plugin/block/tokens.ts";
 import { callContextTool, projects, sectionPaths, start, waitFor, type Started } from "./helpers/harness.ts";
 import { tokens } from "./helpers/measure.ts";
@@ -637,6 +637,59 @@ describe("deliveries at the edge of the step's budget", () => {
     }, 3000, "the block back, the notice it cannot hold let go");
     expect(blocks[0]).toContain("ROOT-RULE");
     for (let i = 0; i < 3; i++) expect(await plugin.step("s")).toContain("ROOT-RULE");
+  });
+
+  test("a critical file that fits the step beside the list of pending files is not pushed past it by deletion notices that can wait (found in review)", async () => {
+    const deliveryTokens = 600;
+    const crit = (tag: string) => `---\npriority: critical\n---\n# Crit\n${Array.from({ length: 18 }, (_, i) => `- critical rule ${i}: never skip it.`).join("\n")}\n${tag}\n`;
+    const gone = packages(20, (i) => `packages/service-number-${i}-with-a-longer-name`);
+    const pending = packages(8, (i) => `pending/some-rather-long-directory-name-number-${i}`);
+    const plugin = await openProject(undefined, { deliveryTokens }, { files: { "crit/AGENTS.md": crit("END-V1"), ...Object.fromEntries([...gone, ...pending].map((rel) => [rel, "Use tabs.\n"])) } });
+    for (const rel of gone) {
+      await plugin.step("s");
+      expect(await read(plugin, rel.replace("AGENTS.md", "x.ts"))).toContain(rel);
+    }
+    await plugin.step("s");
+    expect(await read(plugin, "crit/x.ts")).toContain("END-V1");
+    for (const rel of gone) await rm(join(plugin.root, rel));
+    await writeFile(join(plugin.root, "crit/AGENTS.md"), crit("END-V2"));
+    await plugin.step("s");
+    // Touched, never delivered: the delivery's list of pending files names them.
+    for (const rel of pending) await plugin.touch("s", "read", { filePath: join(plugin.root, rel.replace("AGENTS.md", "x.ts")) });
+    const out = await read(plugin, "crit/x.ts");
+    const block = out.slice(out.indexOf("<project-context"));
+    expect(block).toContain("END-V2");
+    expect(block).toContain("no longer applies");
+    expect(tokens(block)).toBeLessThanOrEqual(deliveryTokens);
+    expect(plugin.logs.filter((entry) => entry.message.includes("priority: critical files"))).toEqual([]);
+  });
+
+  test("a critical file that fits systemTokens beside a bare count of the files left out does not grow the block to name forty of them (found in review)", async () => {
+    const crit = `---\npriority: critical\n---\n# Crit\n${Array.from({ length: 12 }, (_, i) => `- critical rule ${i}: never skip it.`).join("\n")}\nCRIT-END\n`;
+    const others = packages(60, (i) => `pkgs/package-with-a-long-name-${i}`);
+    const systemTokens = 400;
+    const plugin = await openProject(undefined, { delivery: "system", systemTokens }, { files: { "AGENTS.md": crit, ...Object.fromEntries(others.map((rel) => [rel, `# P\n${"- a rule line\n".repeat(20)}`])) } });
+    for (const rel of others) await plugin.touch("s", "read", { filePath: join(plugin.root, rel.replace("AGENTS.md", "x.ts")) });
+    const block = (await plugin.stepUntil("s", (b) => b?.includes("CRIT-END") === true, "the critical file")) ?? "";
+    expect(tokens(block)).toBeLessThanOrEqual(systemTokens);
+    expect(plugin.logs.filter((entry) => entry.message.includes("priority: critical files"))).toEqual([]);
+  });
+
+  test('delivery "system": a watch notice that fits beside every file whole is told, not let go for a list the block never needs (found in review)', async () => {
+    const api = "docs/api.md";
+    const whole = textBound(sectionHead("AGENTS.md", false)) + textBound(WHOLE_TAIL) + textBound("R\n");
+    expect(whole).toBeLessThan(textBound(leftOutListOf("system", [], 1, Number.MAX_SAFE_INTEGER)));
+    const systemTokens = frameCost("system", [], textBound) + textBound(watchNotice("AGENTS.md", api, "changed")) + whole;
+    const plugin = await openProject(undefined, { delivery: "system", systemTokens }, { files: { "AGENTS.md": `---\nwatch: [${api}]\n---\nR\n`, [api]: "v1\n" } });
+    await plugin.stepUntil("s", (block) => block?.includes('<context-file path="AGENTS.md">') === true, "the watching root file");
+    await writeFile(join(plugin.root, api), "v2, changed\n");
+    const said = await waitFor(async () => {
+      const block = (await plugin.step("s")) ?? "";
+      if (block.includes(`${api} was changed`)) return block;
+      return plugin.logs.some((entry) => entry.message.includes("could not be told")) ? "LET GO" : undefined;
+    }, 3000, "the notice told or let go");
+    expect(said).toContain(`${api} was changed`);
+    expect(said).toContain('<context-file path="AGENTS.md">');
   });
 
   test("a priority: critical file past the budget goes whole whatever the length of its path", async () => {

@@ -292,9 +292,8 @@ describe("priority", () => {
     await read(plugin, "ses_c", "prio/crit/leaf/x.ts");
     await plugin.step("ses_c");
     const block = await plugin.step("ses_c");
-    // The block grows by what the critical file needs beside the list of the others, no more: the
-    // 9-token always file fits in it (a list entry of its own would cost about as much), the others do not.
-    expect(sectionPaths(block)).toEqual(["always/deep/AGENTS.md", "prio/crit/AGENTS.md"]);
+    // The block grows by what the critical file needs beside a bare count of the others, no more.
+    expect(sectionPaths(block)).toEqual(["prio/crit/AGENTS.md"]);
     expect(sectionOf(block, "prio/crit/AGENTS.md")).toEndWith("CRITICAL-RULE-END\n");
     const critical = warnings(plugin).filter((line) => line.includes("priority: critical"));
     expect(critical).toHaveLength(1);

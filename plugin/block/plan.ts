@@ -378,9 +378,12 @@ function planExactly(input: PlanInput, fixed: number, heads: readonly number[], 
   for (let at = 0; at < order.length; ) {
     const tier = order.filter((i) => items[i]!.tier === items[order[at]!]!.tier);
     at += tier.length;
+    named = mostNamed;
     for (const i of tier) set(i, size(i), true);
     list = listCost();
-    if (used() <= budget) continue;
+    // `priority: critical` files stay whole: the list names fewer of the others beside them (budgetFor
+    // gives the block room for them beside a bare count; with forty names the block grew for names).
+    if (used() <= budget || (items[tier[0]!]!.tier === CRITICAL_TIER && fitNames())) continue;
     for (const i of tier) set(i, OMITTED, true);
     list = listCost();
     if (!fitNames()) return nothing();
