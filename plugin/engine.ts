@@ -370,8 +370,9 @@ export class Engine {
       const items = this.items(session, hierarchy, (file) => !session.hostPaths.has(file.path) && !held(file));
       // Notices leave room for the list of what does not fit (the plan makes no block without it, and
       // this block is made again each step: a notice that took it emptied every block after), unless
-      // everything fits whole for less. One that never fits beside it is let go.
-      const room = this.settings.options.systemTokens - (session.notices.length === 0 ? 0 : listRoomBeside("system", items));
+      // everything fits whole for less, and for critical files that fit: the notices wait rather than
+      // grow the block. One that never fits beside them is let go.
+      const room = this.settings.options.systemTokens - (session.notices.length === 0 ? 0 : this.noticeReserve("system", items, this.settings.options.systemTokens));
       const notices = noticesFor(session.notices, "system", [], room, room, this.noticeLetGo);
       if (session.systemMemo?.key === key && notices.length === 0) return session.systemMemo.text;
       const composed = await this.compose("system", items, this.settings.options.systemTokens, { notices });
@@ -1281,12 +1282,9 @@ export class Engine {
     const items = ordered.some(isCritical) ? [...ordered.filter(isCritical), ...ordered.filter((item) => !isCritical(item))] : ordered;
     // The plan names what does not fit, and makes no block at all without room for that list: the
     // deletion and watch notices leave room for it (else a block of notices was never made, step after
-    // step), and for the critical files when they fit the step (the notices can wait; the budget
-    // grows only for critical files that alone pass it).
+    // step), and for the critical files when they fit the step.
     const updatedPaths = new Set(updated.map((item) => item.file.path));
-    const critical = items.filter(isCritical).reduce((sum, { file }) => sum + wholeCost(file, updatedPaths.has(file.path)), 0);
-    const bareList = listRoomFor("delivery", items.length);
-    const listRoom = bareList + (critical + bareList + frameCost("delivery", [], textBound) <= session.stepTokensLeft ? critical : 0);
+    const listRoom = this.noticeReserve("delivery", items, session.stepTokensLeft, updatedPaths);
     const told = this.deletionsToTell(session, deleted, listRoom);
     // Deletions left for a later delivery: this one is not the last word on these files.
     const settled = told.length === deleted.length;
@@ -1332,6 +1330,22 @@ export class Engine {
     session.stepTokensLeft -= composed.tokens;
     if (settled) session.quietKey = quietKey;
     return composed.text;
+  }
+
+  /**
+   * What a block of `items` within `budget` keeps from its notices: room for the list of files left
+   * out (the plan makes no block without it; none when everything whole costs less), and for the
+   * critical files when they fit beside it: notices wait for a later block rather than grow the block
+   * past its budget (it grows only for critical files that pass it themselves, see budgetFor).
+   */
+  private noticeReserve(kind: BlockKind, items: readonly { file: FileVersion; tier: number }[], budget: number, updated?: ReadonlySet<string>): number {
+    const list = listRoomBeside(kind, items);
+    const bare = listRoomFor(kind, items.length);
+    // Everything whole costs less than the list: the critical files are in that figure already.
+    if (list < bare) return list;
+    let critical = 0;
+    for (const { file, tier } of items) if (tier === CRITICAL_TIER) critical += wholeCost(file, updated?.has(file.path) === true);
+    return critical > 0 && critical + list + frameCost(kind, [], textBound) <= budget ? list + critical : list;
   }
 
   /**

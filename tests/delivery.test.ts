@@ -692,6 +692,26 @@ describe("deliveries at the edge of the step's budget", () => {
     expect(said).toContain('<context-file path="AGENTS.md">');
   });
 
+  test('delivery "system": a critical file that fits systemTokens beside the list is not pushed past it by watch notices that can wait (found in review)', async () => {
+    const systemTokens = 600;
+    const targets = Array.from({ length: 8 }, (_, i) => `docs/watched-api-reference-document-${i}.md`);
+    const crit = `---\npriority: critical\nwatch: [${targets.join(", ")}]\n---\n# Crit\n${Array.from({ length: 30 }, (_, i) => `- critical rule ${i}: never skip it.`).join("\n")}\nCRIT-END\n`;
+    const others = packages(3, (i) => `pkgs/p${i}`);
+    const files = { "AGENTS.md": crit, ...Object.fromEntries(targets.map((rel) => [rel, "v1\n"])), ...Object.fromEntries(others.map((rel) => [rel, `# P\n${"- a rule line about something.\n".repeat(40)}`])) };
+    const plugin = await openProject(undefined, { delivery: "system", systemTokens }, { files });
+    for (const rel of others) await plugin.touch("s", "read", { filePath: join(plugin.root, rel.replace("AGENTS.md", "x.ts")) });
+    const before = (await plugin.stepUntil("s", (block) => block?.includes("CRIT-END") === true && block.includes("pkgs/p2"), "the critical file")) ?? "";
+    expect(tokens(before)).toBeLessThanOrEqual(systemTokens);
+    for (const rel of targets) await writeFile(join(plugin.root, rel), "v2, changed\n");
+    const said = await waitFor(async () => {
+      const block = (await plugin.step("s")) ?? "";
+      return block.includes("was changed") ? block : undefined;
+    }, 3000, "a watch notice");
+    expect(said).toContain("CRIT-END");
+    expect(tokens(said)).toBeLessThanOrEqual(systemTokens);
+    expect(plugin.logs.filter((entry) => entry.message.includes("priority: critical files"))).toEqual([]);
+  });
+
   test("a priority: critical file past the budget goes whole whatever the length of its path", async () => {
     // A path the tokenizer cuts into many tokens: its section's head and tail alone passed the flat 64 tokens allowed per critical file.
     const dir = Array.from({ length: 3 }, (_, d) => Array.from({ length: 60 }, (_, i) => String.fromCharCode(97 + ((i * 7 + d * 3) % 26)) + ((i * 13) % 10)).join("")).join("/");

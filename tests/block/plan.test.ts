@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { boundaries, toDoc, type Doc } from "../../plugin/block/doc.ts";
-import { plan, type BlockKind, type Decision, type Plan, type PlanInput, type PlanItem } from "../../plugin/block/plan.ts";
+import { CRITICAL_TIER, plan, type BlockKind, type Decision, type Plan, type PlanInput, type PlanItem } from "../../plugin/block/plan.ts";
 import { cutTail, renderBlock, renderPieces, sectionHead } from "../../plugin/block/render.ts";
 import { splitUnits } from "../../plugin/block/units.ts";
 
@@ -286,4 +286,70 @@ describe("plan", () => {
     const shares = kept.slice(0, 3) as number[];
     expect(Math.max(...shares) - Math.min(...shares)).toBeLessThan(20);
   });
+});
+
+const criticalBody = fc.array(fc.constantFrom("rule line here\n", "## Head\n", "\n\n", "w".repeat(120), "keep it short. "), { minLength: 1, maxLength: 12 }).map((p) => p.join(""));
+const criticalFiles = fc
+  .record({
+    critical: fc.array(criticalBody, { minLength: 1, maxLength: 3 }),
+    others: fc.array(fc.record({ body: criticalBody, tier: fc.constantFrom(-1, 0, 1, Number.MAX_SAFE_INTEGER), name: fc.integer({ min: 1, max: 40 }) }), { minLength: 30, maxLength: 90 }),
+  })
+  .map(({ critical, others }) => {
+    const crit = critical.map((b, i) => ({ doc: toDoc(`c${i}`, `crit${i}/AGENTS.md`, b), tier: CRITICAL_TIER }));
+    const rest = others.sort((a, b) => a.tier - b.tier).map((f, i) => ({ doc: toDoc(`o${i}`, `${"p".repeat(f.name)}${i}/AGENTS.md`, f.body), tier: f.tier }));
+    return [...crit, ...rest].map((item) => ({ ...item, counts: countsOf(item.doc) }));
+  });
+
+// Found in review (0.3.16): critical tiers stay whole beside a list naming as few as it must.
+describe("critical tier properties", () => {
+  for (const kind of ["system", "delivery", "compaction"] as BlockKind[]) {
+    test(`${kind}: critical whole, within budget, not empty, tiers, 95% or no step`, () => {
+      fc.assert(
+        fc.property(criticalFiles, fc.integer({ min: 0, max: 400 }), fc.integer({ min: 0, max: 3000 }), (items, extra, raw) => {
+          const input = { kind, items, frame };
+          const bare: Plan = { decisions: items.map((it) => (it.tier === CRITICAL_TIER ? { state: "whole" as const } : { state: "omitted" as const, totalTokens: sum(it.counts) })), named: 0, empty: false };
+          const need = cost(input, bare);
+          const everything = cost(input, planned({ ...input, budget: 1e9 }));
+          for (const budget of [need + extra, need + (raw % Math.max(1, everything - need + 1))]) {
+            if (budget >= everything) continue;
+            const all = { ...input, budget };
+            const r = planned(all);
+            const used = cost(input, r);
+            expect(r.empty).toBe(false);
+            items.forEach((it, i) => { if (it.tier === CRITICAL_TIER) expect(r.decisions[i]!.state).toBe("whole"); });
+            expect(used).toBeLessThanOrEqual(budget);
+            const left = r.decisions.filter((d) => d.state === "omitted").length;
+            expect(r.named).toBeLessThanOrEqual(left);
+            if (kind === "compaction") continue;
+            const om = items.filter((_, i) => r.decisions[i]!.state === "omitted").map((it) => it.tier);
+            const sh = items.filter((_, i) => r.decisions[i]!.state !== "omitted").map((it) => it.tier);
+            expect(sh.every((t) => om.every((o) => t <= o))).toBe(true);
+            if (used < budget * 0.95) for (const s of steps(all, r)) expect(cost(all, s)).toBeGreaterThan(budget);
+          }
+        }),
+        { numRuns: 300 },
+      );
+    });
+  }
+});
+
+test("critical tiers: decisions do not depend on which counts are supplied", () => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.record({ body: criticalBody, tier: fc.constantFrom(CRITICAL_TIER, -1, 0, 1, Number.MAX_SAFE_INTEGER), known: fc.boolean(), name: fc.integer({ min: 1, max: 30 }) }), { minLength: 1, maxLength: 60 }),
+      fc.integer({ min: 0, max: 4000 }),
+      fc.constantFrom<BlockKind>("system", "delivery", "compaction"),
+      (files, budget, kind) => {
+        const sorted = files.sort((a, b) => a.tier - b.tier);
+        const docs = sorted.map((f, i) => ({ doc: toDoc(`k${i}`, `${"q".repeat(f.name)}${i}/AGENTS.md`, f.body), tier: f.tier }));
+        const full: PlanItem[] = docs.map((d) => ({ ...d, counts: countsOf(d.doc) }));
+        const partial: PlanItem[] = docs.map((d, i) => (sorted[i]!.known ? { ...d, counts: countsOf(d.doc) } : { ...d, bound: looseFrame(d.doc.units.join("")) }));
+        const expected = plan({ kind, items: full, budget, frame: looseFrame });
+        let result = plan({ kind, items: partial, budget, frame: looseFrame });
+        if ("need" in result) result = plan({ kind, items: full, budget, frame: looseFrame });
+        expect(result).toEqual(expected);
+      },
+    ),
+    { numRuns: 500 },
+  );
 });
