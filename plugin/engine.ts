@@ -82,11 +82,11 @@ function listRoomFor(kind: BlockKind, pending: number): number {
   return pending === 0 ? 0 : textBound(leftOutListOf(kind, [], pending, Number.MAX_SAFE_INTEGER));
 }
 
-/** The room a block of `items` keeps for its list of files left out: none when all of them whole cost less. */
-function listRoomBeside(kind: BlockKind, items: readonly { file: FileVersion }[]): number {
+/** The room a block of `items` keeps for its list of files left out: none when all of them whole (`updated` ones with their longer head) cost less. */
+function listRoomBeside(kind: BlockKind, items: readonly { file: FileVersion }[], updated?: ReadonlySet<string>): number {
   const list = listRoomFor(kind, items.length);
   let whole = 0;
-  for (const { file } of items) if ((whole += wholeCost(file, false)) >= list) return list;
+  for (const { file } of items) if ((whole += wholeCost(file, updated?.has(file.path) === true)) >= list) return list;
   return whole;
 }
 
@@ -1284,7 +1284,8 @@ export class Engine {
     // deletion and watch notices leave room for it (else a block of notices was never made, step after
     // step), and for the critical files when they fit the step.
     const updatedPaths = new Set(updated.map((item) => item.file.path));
-    const listRoom = this.noticeReserve("delivery", items, session.stepTokensLeft, updatedPaths);
+    // Weighed only when there is something to tell (a delivery is made at every tool call).
+    const listRoom = deleted.length === 0 && session.notices.length === 0 ? 0 : this.noticeReserve("delivery", items, session.stepTokensLeft, updatedPaths);
     const told = this.deletionsToTell(session, deleted, listRoom);
     // Deletions left for a later delivery: this one is not the last word on these files.
     const settled = told.length === deleted.length;
@@ -1335,17 +1336,22 @@ export class Engine {
   /**
    * What a block of `items` within `budget` keeps from its notices: room for the list of files left
    * out (the plan makes no block without it; none when everything whole costs less), and for the
-   * critical files when they fit beside it: notices wait for a later block rather than grow the block
-   * past its budget (it grows only for critical files that pass it themselves, see budgetFor).
+   * critical files: notices wait for a later block rather than grow this one past its budget (it
+   * grows only for critical files that pass it themselves, see budgetFor). A delivery's critical files
+   * that pass what the step has left keep it all: once sent they leave the next delivery's items,
+   * which then tells the notices. A system block is made again each step, with the same files: there
+   * its notices take what is left beside critical files that pass it, else they would never be told.
    */
   private noticeReserve(kind: BlockKind, items: readonly { file: FileVersion; tier: number }[], budget: number, updated?: ReadonlySet<string>): number {
-    const list = listRoomBeside(kind, items);
+    const list = listRoomBeside(kind, items, updated);
     const bare = listRoomFor(kind, items.length);
     // Everything whole costs less than the list: the critical files are in that figure already.
     if (list < bare) return list;
     let critical = 0;
     for (const { file, tier } of items) if (tier === CRITICAL_TIER) critical += wholeCost(file, updated?.has(file.path) === true);
-    return critical > 0 && critical + list + frameCost(kind, [], textBound) <= budget ? list + critical : list;
+    if (critical === 0) return list;
+    if (critical + list + frameCost(kind, [], textBound) <= budget) return list + critical;
+    return kind === "delivery" ? budget : list;
   }
 
   /**

@@ -562,9 +562,13 @@ describe("deliveries at the edge of the step's budget", () => {
     await writeFile(join(plugin.root, "crit/AGENTS.md"), critical("END-V2"));
     await plugin.step("s");
     const out = await read(plugin, "crit/x.ts");
-    expect(out).toContain("no longer applies");
     expect(out).toContain("END-V2");
     expect(out).not.toContain("[cut to fit the budget");
+    // The critical file passes the 300 tokens alone: the deletions wait for the next delivery rather than grow its block further.
+    expect(out).not.toContain("no longer applies");
+    await plugin.step("s");
+    const next = await read(plugin, "README.md");
+    for (const rel of gone) expect(next.split(`${rel} no longer applies`).length - 1).toBe(1);
   });
 
   test("a deletion, a watch notice and a pending file that leave no room for the list of pending files are told at a later step, not never (found in review)", async () => {
@@ -710,6 +714,88 @@ describe("deliveries at the edge of the step's budget", () => {
     expect(said).toContain("CRIT-END");
     expect(tokens(said)).toBeLessThanOrEqual(systemTokens);
     expect(plugin.logs.filter((entry) => entry.message.includes("priority: critical files"))).toEqual([]);
+  });
+
+  test("an updated file that fits whole in the step is not demoted to the pending list by a deletion notice that can wait (found in review)", async () => {
+    const rel = "a/AGENTS.md";
+    const wholeAsPlain = textBound(sectionHead(rel, false)) + textBound(WHOLE_TAIL) + textBound("S\n");
+    const wholeAsUpdated = textBound(sectionHead(rel, true)) + textBound(WHOLE_TAIL) + textBound("S\n");
+    const bare = textBound(leftOutListOf("delivery", [], 1, Number.MAX_SAFE_INTEGER));
+    // Both below the bare list: noticeReserve takes the `list < bare` branch.
+    expect(wholeAsUpdated).toBeLessThan(bare);
+    expect(wholeAsPlain).toBeLessThan(wholeAsUpdated);
+    // The step holds the frame, the deletion and the file as reserved (sent as not updated), not as sent (updated).
+    const deliveryTokens = frameCost("delivery", [], textBound) + textBound(deletedNotice("gone/AGENTS.md")) + wholeAsPlain;
+    const plugin = await openProject(undefined, { deliveryTokens }, { files: { [rel]: "R\n", "gone/AGENTS.md": "G\n" } });
+    await plugin.touch("s", "read", { filePath: join(plugin.root, "a/x.ts") });
+    await plugin.touch("s", "read", { filePath: join(plugin.root, "gone/x.ts") });
+    const first = (await plugin.step("s")) ?? "";
+    expect(first).toContain(`<context-file path="${rel}">`);
+    expect(first).toContain(`<context-file path="gone/AGENTS.md">`);
+    await rm(join(plugin.root, "gone/AGENTS.md"));
+    await writeFile(join(plugin.root, rel), "S\n");
+    let said = "";
+    for (let i = 0; i < 6; i++) {
+      await plugin.step("s");
+      said += await read(plugin, "README.md");
+    }
+    // Each fits a block of its own (and the deletion one beside the file's list): both are told, the deletion once.
+    expect(said).toContain("gone/AGENTS.md no longer applies");
+    expect(said.split("gone/AGENTS.md no longer applies").length - 1).toBe(1);
+    expect(said).toContain(`<context-file path="${rel}" status="updated">`);
+  });
+
+  test("an updated priority: critical file that fits whole beside a deletion is not pushed past the step's budget by it (found in review)", async () => {
+    const rel = "a/AGENTS.md";
+    const crit = (body: string) => `---\npriority: critical\n---\n${body}`;
+    const wholeAsPlain = textBound(sectionHead(rel, false)) + textBound(WHOLE_TAIL) + textBound("S\n");
+    expect(textBound(sectionHead(rel, true)) + textBound(WHOLE_TAIL) + textBound("S\n")).toBeLessThan(textBound(leftOutListOf("delivery", [], 1, Number.MAX_SAFE_INTEGER)));
+    const deliveryTokens = frameCost("delivery", [], textBound) + textBound(deletedNotice("gone/AGENTS.md")) + wholeAsPlain;
+    const plugin = await openProject(undefined, { deliveryTokens }, { files: { [rel]: crit("R\n"), "gone/AGENTS.md": "G\n" } });
+    await plugin.touch("s", "read", { filePath: join(plugin.root, "a/x.ts") });
+    await plugin.touch("s", "read", { filePath: join(plugin.root, "gone/x.ts") });
+    const first = (await plugin.step("s")) ?? "";
+    expect(first).toContain(`<context-file path="${rel}">`);
+    await rm(join(plugin.root, "gone/AGENTS.md"));
+    await writeFile(join(plugin.root, rel), crit("S\n"));
+    await plugin.step("s");
+    const out = await read(plugin, "README.md");
+    const block = out.slice(out.indexOf("<project-context"));
+    expect(block).toContain(`<context-file path="${rel}" status="updated">`);
+    // The file alone fits the step (beside the frame); the deletion can wait for the next delivery.
+    expect(tokens(block)).toBeLessThanOrEqual(deliveryTokens);
+    expect(plugin.logs.filter((entry) => entry.message.includes("priority: critical files"))).toEqual([]);
+  });
+
+  test("late in a step, an updated critical file that passes what the step has left does not carry deletion notices that can wait past it too, and the next step tells them (found in review)", async () => {
+    const deliveryTokens = 600;
+    const crit = (tag: string) => `---\npriority: critical\n---\n# Crit\n${Array.from({ length: 18 }, (_, i) => `- critical rule ${i}: never skip it.`).join("\n")}\n${tag}\n`;
+    const big = `# Big\n${Array.from({ length: 42 }, (_, i) => `- big rule ${i}: keep it.`).join("\n")}\nBIG-END\n`;
+    const gone = Array.from({ length: 6 }, (_, i) => `packages/service-${i}/AGENTS.md`);
+    const plugin = await openProject(undefined, { deliveryTokens }, { files: { "crit/AGENTS.md": crit("END-V1"), "big/AGENTS.md": big, ...Object.fromEntries(gone.map((rel) => [rel, "Use tabs.\n"])) } });
+    for (const rel of gone) {
+      await plugin.step("s");
+      expect(await read(plugin, rel.replace("AGENTS.md", "x.ts"))).toContain(rel);
+    }
+    await plugin.step("s");
+    expect(await read(plugin, "crit/x.ts")).toContain("END-V1");
+    await plugin.step("s");
+    // A file not delivered yet uses most of the step.
+    const bigOut = await read(plugin, "big/x.ts");
+    const bigBlock = bigOut.slice(bigOut.indexOf("<project-context"));
+    expect(bigBlock).toContain("BIG-END");
+    const left = deliveryTokens - tokens(bigBlock);
+    for (const rel of gone) await rm(join(plugin.root, rel));
+    await writeFile(join(plugin.root, "crit/AGENTS.md"), crit("END-V2"));
+    const out = await read(plugin, "crit/x.ts");
+    const block = out.slice(out.indexOf("<project-context"));
+    expect(block).toContain("END-V2");
+    // Over what the step had left, the block carries the critical file only: deletions wait for the next step.
+    expect(tokens(block)).toBeGreaterThan(left);
+    expect(block).not.toContain("no longer applies");
+    await plugin.step("s");
+    const next = await read(plugin, "README.md");
+    for (const rel of gone) expect(next.split(`${rel} no longer applies`).length - 1).toBe(1);
   });
 
   test("a priority: critical file past the budget goes whole whatever the length of its path", async () => {
