@@ -484,6 +484,15 @@ describe("no rebuild repeats what a live tool output carries (found in review)",
 describe("deliveries at the edge of the step's budget", () => {
   const read = async (plugin: Started, rel: string) => (await tool(plugin, "s", "read", { filePath: join(plugin.root, rel) })).output;
   const packages = (count: number, name = (i: number) => `packages/service-number-${i}`) => Array.from({ length: count }, (_, i) => `${name(i)}/AGENTS.md`);
+  /** Each of `rels` delivered whole, by a read in its directory in a step of its own. */
+  const deliverEach = async (plugin: Started, rels: readonly string[]) => {
+    for (const rel of rels) {
+      await plugin.step("s");
+      expect(await read(plugin, rel.replace("AGENTS.md", "x.ts"))).toContain(`<context-file path="${rel}">`);
+    }
+  };
+  /** A `priority: critical` file of `lines` rules, ending with `tag`. */
+  const criticalText = (lines: number, tag: string, rule = "critical rule") => `---\npriority: critical\n---\n# Crit\n${Array.from({ length: lines }, (_, i) => `- ${rule} ${i}: never skip it.`).join("\n")}\n${tag}\n`;
 
   test("deletions met by a later call of a step whose budget an earlier call used are told, not dropped unsaid (default budgets)", async () => {
     // The big file goes whole and leaves the step between MIN_DELIVERY_TOKENS (64) and what the frame and twelve notices need.
@@ -508,10 +517,7 @@ describe("deliveries at the edge of the step's budget", () => {
     const gone = packages(40);
     const plugin = await openProject(undefined, { deliveryTokens: 300 }, { files: Object.fromEntries(gone.map((rel) => [rel, "Use tabs.\n"])) });
     await plugin.step("s");
-    for (const rel of gone) {
-      await plugin.step("s");
-      expect(await read(plugin, rel.replace("AGENTS.md", "x.ts"))).toContain(`<context-file path="${rel}">`);
-    }
+    await deliverEach(plugin, gone);
     for (const rel of gone) await rm(join(plugin.root, rel));
     const blocks: string[] = [];
     for (let i = 0; i < 12; i++) {
@@ -528,10 +534,7 @@ describe("deliveries at the edge of the step's budget", () => {
     const [a, b, c] = ["packages/first-package-with-a-long-name/AGENTS.md", "packages/second-package-with-a-long-name/AGENTS.md", "c/AGENTS.md"];
     // 70 tokens: the frame (35) and one notice (32) at most, beside nothing else.
     const plugin = await openProject(undefined, { deliveryTokens: 70 }, { files: { [a]: "Use tabs.\n", [b]: "Use tabs.\n", [c]: "Old rule.\n" } });
-    for (const rel of [a, b, c]) {
-      await plugin.step("s");
-      expect(await read(plugin, rel.replace("AGENTS.md", "x.ts"))).toContain(`<context-file path="${rel}">`);
-    }
+    await deliverEach(plugin, [a, b, c]);
     await rm(join(plugin.root, a));
     await rm(join(plugin.root, b));
     await writeFile(join(plugin.root, c), "New rule.\n");
@@ -547,15 +550,12 @@ describe("deliveries at the edge of the step's budget", () => {
     for (const rel of [a, b]) expect(said.split(`${rel} no longer applies`).length - 1).toBe(1);
   });
 
-  const critical = (tag: string) => `---\npriority: critical\n---\n# Crit\n${Array.from({ length: 60 }, (_, i) => `- critical rule number ${i}: never skip it.`).join("\n")}\n${tag}\n`;
+  const critical = (tag: string) => criticalText(60, tag, "critical rule number");
 
   test("an updated priority: critical file goes whole though deletions share its delivery", async () => {
     const gone = packages(6, (i) => `packages/${["alpha", "beta", "gamma", "delta", "epsilon", "zeta"][i]}-service`);
     const plugin = await openProject(undefined, { deliveryTokens: 300 }, { files: { "crit/AGENTS.md": critical("END-V1"), ...Object.fromEntries(gone.map((rel) => [rel, "Use tabs.\n"])) } });
-    for (const rel of gone) {
-      await plugin.step("s");
-      expect(await read(plugin, rel.replace("AGENTS.md", "x.ts"))).toContain(rel);
-    }
+    await deliverEach(plugin, gone);
     await plugin.step("s");
     expect(await read(plugin, "crit/x.ts")).toContain("END-V1");
     for (const rel of gone) await rm(join(plugin.root, rel));
@@ -608,13 +608,10 @@ describe("deliveries at the edge of the step's budget", () => {
 
   test("a priority: critical file that fits the step alone is not pushed past it by deletion notices that can wait (found in review)", async () => {
     const deliveryTokens = 300;
-    const crit = (tag: string) => `---\npriority: critical\n---\n# Crit\n${Array.from({ length: 6 }, (_, i) => `- critical rule ${i}: never skip it.`).join("\n")}\n${tag}\n`;
+    const crit = (tag: string) => criticalText(6, tag);
     const gone = packages(14, (i) => `packages/service-number-${i}-with-a-longer-name`);
     const plugin = await openProject(undefined, { deliveryTokens }, { files: { "crit/AGENTS.md": crit("END-V1"), ...Object.fromEntries(gone.map((rel) => [rel, "Use tabs.\n"])) } });
-    for (const rel of gone) {
-      await plugin.step("s");
-      expect(await read(plugin, rel.replace("AGENTS.md", "x.ts"))).toContain(rel);
-    }
+    await deliverEach(plugin, gone);
     await plugin.step("s");
     expect(await read(plugin, "crit/x.ts")).toContain("END-V1");
     for (const rel of gone) await rm(join(plugin.root, rel));
@@ -645,14 +642,11 @@ describe("deliveries at the edge of the step's budget", () => {
 
   test("a critical file that fits the step beside the list of pending files is not pushed past it by deletion notices that can wait (found in review)", async () => {
     const deliveryTokens = 600;
-    const crit = (tag: string) => `---\npriority: critical\n---\n# Crit\n${Array.from({ length: 18 }, (_, i) => `- critical rule ${i}: never skip it.`).join("\n")}\n${tag}\n`;
+    const crit = (tag: string) => criticalText(18, tag);
     const gone = packages(20, (i) => `packages/service-number-${i}-with-a-longer-name`);
     const pending = packages(8, (i) => `pending/some-rather-long-directory-name-number-${i}`);
     const plugin = await openProject(undefined, { deliveryTokens }, { files: { "crit/AGENTS.md": crit("END-V1"), ...Object.fromEntries([...gone, ...pending].map((rel) => [rel, "Use tabs.\n"])) } });
-    for (const rel of gone) {
-      await plugin.step("s");
-      expect(await read(plugin, rel.replace("AGENTS.md", "x.ts"))).toContain(rel);
-    }
+    await deliverEach(plugin, gone);
     await plugin.step("s");
     expect(await read(plugin, "crit/x.ts")).toContain("END-V1");
     for (const rel of gone) await rm(join(plugin.root, rel));
@@ -769,14 +763,11 @@ describe("deliveries at the edge of the step's budget", () => {
 
   test("late in a step, an updated critical file that passes what the step has left does not carry deletion notices that can wait past it too, and the next step tells them (found in review)", async () => {
     const deliveryTokens = 600;
-    const crit = (tag: string) => `---\npriority: critical\n---\n# Crit\n${Array.from({ length: 18 }, (_, i) => `- critical rule ${i}: never skip it.`).join("\n")}\n${tag}\n`;
+    const crit = (tag: string) => criticalText(18, tag);
     const big = `# Big\n${Array.from({ length: 42 }, (_, i) => `- big rule ${i}: keep it.`).join("\n")}\nBIG-END\n`;
     const gone = Array.from({ length: 6 }, (_, i) => `packages/service-${i}/AGENTS.md`);
     const plugin = await openProject(undefined, { deliveryTokens }, { files: { "crit/AGENTS.md": crit("END-V1"), "big/AGENTS.md": big, ...Object.fromEntries(gone.map((rel) => [rel, "Use tabs.\n"])) } });
-    for (const rel of gone) {
-      await plugin.step("s");
-      expect(await read(plugin, rel.replace("AGENTS.md", "x.ts"))).toContain(rel);
-    }
+    await deliverEach(plugin, gone);
     await plugin.step("s");
     expect(await read(plugin, "crit/x.ts")).toContain("END-V1");
     await plugin.step("s");

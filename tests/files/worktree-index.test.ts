@@ -353,6 +353,13 @@ describe("the git listing", () => {
   });
 
   // Found in review (0.3.16; each failed before its fix): NearIgnores and the index must agree with git in both.
+  /** What judges `root`'s paths before the catalog (NearIgnores, from git's settings) and after it (the index). */
+  async function bothJudges(root: string): Promise<{ near: NearIgnores; index: WorktreeIndex }> {
+    const basis = await readIgnoreBasis(root, () => {});
+    if (!basis.ok) throw new Error(basis.why);
+    return { near: new NearIgnores(root, basis, () => {}), index: (await build(root)).index };
+  }
+
   test("an embedded repository `git add`ed without .gitmodules (a gitlink no pathspec matches) is judged by its own rules, by the index as by NearIgnores and git", async () => {
     const root = tree({ ".gitignore": "docs/\n", "AGENTS.md": "", "inner/docs/AGENTS.md": "inner docs", "inner/README": "" });
     git(join(root, "inner"), "init", "-q");
@@ -362,11 +369,9 @@ describe("the git listing", () => {
     git(root, "add", ".");
     git(root, "commit", "-qm", "o");
     expect(spawnSync("git", ["check-ignore", "-q", "docs"], { cwd: join(root, "inner") }).status).toBe(1);
-    const basis = await readIgnoreBasis(root, () => {});
-    if (!basis.ok) throw new Error(basis.why);
-    const { index } = await build(root);
+    const { near, index } = await bothJudges(root);
     expect(index.source).toBe("git");
-    expect(new NearIgnores(root, basis, () => {}).isIgnored("inner/docs/")).toBe(false);
+    expect(near.isIgnored("inner/docs/")).toBe(false);
     expect(index.isIgnored("inner/docs/")).toBe(false);
     expect(index.isIgnored("docs/")).toBe(true);
   });
@@ -379,11 +384,9 @@ describe("the git listing", () => {
     git(root, "worktree", "add", "-q", "wt");
     write(root, { ".git/info/exclude": "scratch/\n", "wt/scratch/AGENTS.md": "", "scratch/AGENTS.md": "" });
     expect(spawnSync("git", ["check-ignore", "-q", "scratch"], { cwd: join(root, "wt") }).status).toBe(0);
-    const basis = await readIgnoreBasis(root, () => {});
-    if (!basis.ok) throw new Error(basis.why);
-    const { index } = await build(root);
+    const { near, index } = await bothJudges(root);
     expect(index.isIgnored("scratch/")).toBe(true);
-    expect(new NearIgnores(root, basis, () => {}).isIgnored("wt/scratch/")).toBe(true);
+    expect(near.isIgnored("wt/scratch/")).toBe(true);
     expect(index.isIgnored("wt/scratch/")).toBe(true);
   });
 
