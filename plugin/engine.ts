@@ -18,7 +18,7 @@ import { readHistory, scanMessages } from "./host/history.ts";
 import { HOST_MARKER, hostCarries, hostEntryPaths, reminderCarries, reminderOf, stripReminder } from "./host/instructions.ts";
 import { CONTEXT_TOOL, toolPaths } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
-import { containedPrint, isInside, realPathOr, relativePosix, statPrint } from "./paths.ts";
+import { containedPrint, isInside, realPathOr, relativePosix, statPrint, throughDotGit } from "./paths.ts";
 import { contextNamesOf } from "./files/names.ts";
 import { NearIgnores, readIgnoreBasis, type IgnoreBasisResult } from "./files/worktree-index.ts";
 import type { ResolvedOptions } from "./options.ts";
@@ -1145,7 +1145,7 @@ export class Engine {
     if (index === undefined) return { problem: "not imported: which files git ignores is not known (the worktree index is not built)" };
     const refused = (real: string) => {
       const rel = relativePosix(this.store.realRoot, real);
-      return rel.split("/").includes(".git") || index.isIgnored(rel);
+      return throughDotGit(rel) || index.isIgnored(rel);
     };
     if (refused(path)) return { problem: "git-ignored files (and .git) are not imported" };
     const outcome = readContained(path, dirname(path), this.store.realRoot, this.settings.options.maxFileBytes, { transient: true });

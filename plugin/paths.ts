@@ -15,6 +15,24 @@ export function isInside(path: string, root: string): boolean {
   return path === root || path.startsWith(root.endsWith(sep) ? root : root + sep);
 }
 
+/** Code points HFS+ ignores in a name: there `.g\u200cit` is `.git` (git's is_hfs_dotgit). */
+const HFS_IGNORED = /[\u200c-\u200f\u202a-\u202e\u206a-\u206f\ufeff]/g;
+
+/**
+ * Whether a worktree-relative path goes through git's own directory as some filesystem reads the
+ * name: in any case (macOS and Windows fold it), with the code points HFS+ ignores, and as NTFS
+ * reads it (trailing dots and spaces dropped, `:stream` after it, the short name `git~1`). git
+ * itself refuses to check out such names (core.protectHFS, core.protectNTFS), so no committed file
+ * is refused for it.
+ */
+export function throughDotGit(rel: string): boolean {
+  return rel.split("/").some((name) => {
+    const folded = name.replace(HFS_IGNORED, "").toLowerCase();
+    const ntfs = folded.replace(/:.*$/s, "").replace(/[. ]+$/, "");
+    return folded === ".git" || ntfs === ".git" || ntfs === "git~1";
+  });
+}
+
 /** `path` relative to `root` with "/" between names, as git, globs and `paths:` write them. */
 export function relativePosix(root: string, path: string): string {
   return relative(root, path).split(sep).join("/");

@@ -539,6 +539,33 @@ describe("what review found, fixed", () => {
   });
 });
 
+test("imports never read git's directory under a name some filesystem takes for .git (.GIT on macOS, git~1 on Windows, ignorable code points on HFS+)", async () => {
+  const project = await tempProject("monorepo");
+  const { root } = project;
+  try {
+    expect(spawnSync("git", ["init", "-q"], { cwd: root }).status).toBe(0);
+    // On Linux each is a directory of its own: what a case-folding or NTFS filesystem would read as .git.
+    const names = [".GIT", "git~1", ".g\u200cit", ".git."];
+    for (const [i, name] of names.entries()) {
+      await mkdir(join(root, name));
+      await writeFile(join(root, name, "config"), `SECRET-REMOTE-${i}\n`);
+    }
+    await writeFile(join(root, "docs-style.md"), "Imported style rules.\n");
+    await writeFile(join(root, "services/api/AGENTS.md"), `# API\n${names.map((name) => `@/${name}/config`).join("\n")}\n@/docs-style.md\n`);
+    const plugin = await start(root, { delivery: "system" });
+    try {
+      await readTool(plugin, "ses_git", "services/api/src/x.ts");
+      const block = await plugin.step("ses_git");
+      for (const i of names.keys()) expect(block).not.toContain(`SECRET-REMOTE-${i}`);
+      expect(block).toContain("Imported style rules.");
+    } finally {
+      await plugin.dispose();
+    }
+  } finally {
+    await project.cleanup();
+  }
+});
+
 test("stable delivery: a priority: critical file rides whole on the tool output even past deliveryTokens, with a warning", async () => {
   const setup = await withRecords({ deliveryTokens: 300 });
   const { plugin } = setup;

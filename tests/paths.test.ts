@@ -1,6 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { dirname } from "node:path";
+import fc from "fast-check";
 import { toolPaths } from "../plugin/host/tool-paths.ts";
+import { throughDotGit } from "../plugin/paths.ts";
 
 const root = "/repo";
 /** The directories a call names: a file's directory, or the directory itself (what a walk starts from for paths that exist as named). */
@@ -78,5 +80,28 @@ describe("toolPaths", () => {
   test("toolPaths tells files from directories", () => {
     expect(toolPaths("write", { filePath: "a/AGENTS.md" }, root, root)).toEqual([{ path: "/repo/a/AGENTS.md", isFile: true }]);
     expect(toolPaths("glob", { path: "a" }, root, root)).toEqual([{ path: "/repo/a", isFile: false }]);
+  });
+});
+
+describe("throughDotGit", () => {
+  test("git's directory as case-folding, HFS+ and NTFS filesystems read its name is refused; look-alike names that are not it are not", () => {
+    for (const rel of [".git/config", ".GIT/config", "a/.Git/HEAD", ".g\u200cit/config", "\ufeff.git/config", ".git./config", ".git . /config", ".git::$INDEX_ALLOCATION/config", "GIT~1/config", "sub/git~1/config", ".git"]) {
+      expect([rel, throughDotGit(rel)]).toEqual([rel, true]);
+    }
+    for (const rel of ["git/config", ".gitignore", ".github/AGENTS.md", ".git-blame-ignore-revs", "a.git/x", "git~2/x", ".gi/t", "docs/.gitkeep"]) {
+      expect([rel, throughDotGit(rel)]).toEqual([rel, false]);
+    }
+  });
+
+  test("property: any name that folds to .git, with ignorable code points and NTFS tails anywhere allowed, is caught; inserting them into another name never makes it .git", () => {
+    const ignorable = fc.constantFrom("\u200c", "\u200d", "\u200e", "\u200f", "\u202a", "\u202e", "\u206a", "\u206f", "\ufeff");
+    const dotGit = fc
+      .tuple(fc.array(fc.boolean(), { minLength: 4, maxLength: 4 }), fc.array(ignorable, { maxLength: 3 }), fc.nat(4), fc.stringMatching(/^[. ]{0,3}$/))
+      .map(([upper, marks, at, tail]) => {
+        const name = [...".git"].map((char, i) => (upper[i] ? char.toUpperCase() : char)).join("");
+        return `${name.slice(0, at)}${marks.join("")}${name.slice(at)}${tail}`;
+      });
+    fc.assert(fc.property(fc.array(fc.stringMatching(/^[a-z]{1,6}$/), { maxLength: 3 }), dotGit, fc.array(fc.stringMatching(/^[a-z]{1,6}$/), { maxLength: 3 }), (above, name, below) => throughDotGit([...above, name, ...below].join("/"))));
+    fc.assert(fc.property(fc.array(fc.stringMatching(/^[a-z0-9_-]{1,8}$/).filter((name) => name !== "git~1"), { minLength: 1, maxLength: 4 }), ignorable, (names, mark) => !throughDotGit(names.map((name) => `${mark}${name}`).join("/"))));
   });
 });
