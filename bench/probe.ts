@@ -20,7 +20,7 @@ type Mode = "steps" | "start" | "rss" | "fresh";
  * `control` (rss only): the same steps without the plugin, for what the harness itself adds;
  * `baseline`: the same steps with loader (b) instead of the plugin, for what a plain loader costs in Bun.
  */
-export type Args = { mode: Mode; root: string; touched?: number; seriesMs?: number; edits?: number; delivery?: string; control?: boolean; baseline?: boolean };
+export type Args = { mode: Mode; root: string; touched?: number; seriesMs?: number; edits?: number; delivery?: string; control?: boolean; baseline?: boolean; paceMs?: number };
 
 /** Nearest-rank percentiles (a p99 that actually happened), in ms. */
 export function summary(samples: number[]): { n: number; p50: number; p99: number; max: number } {
@@ -221,7 +221,7 @@ function rssByMapping(): { code: number; jit: number; rest: number } {
   return sums;
 }
 
-async function rss(tree: Tree, touchedCount: number, control: boolean, baseline: boolean) {
+async function rss(tree: Tree, touchedCount: number, control: boolean, baseline: boolean, paceMs: number) {
   Bun.gc(true);
   const before = process.memoryUsage();
   const mappedBefore = rssByMapping();
@@ -232,6 +232,7 @@ async function rss(tree: Tree, touchedCount: number, control: boolean, baseline:
   const run = async (calls: Call[]) => {
     await step(session, calls);
     if (loader) loaderStep(loader, calls);
+    if (paceMs > 0) await Bun.sleep(paceMs);
   };
   const touched = tree.touchOrder.slice(0, touchedCount);
   for (let i = 0; i < touched.length; i += 20) await run(touched.slice(i, i + 20).map((id, j) => toolCall(tree, id, j)));
@@ -391,7 +392,7 @@ const delivery = args.delivery ?? "stable";
 const result =
   args.mode === "steps" ? await steps(tree, args.touched ?? 200, args.seriesMs ?? 6000)
   : args.mode === "start" ? await startup(tree)
-  : args.mode === "rss" ? await rss(tree, args.touched ?? 2000, args.control === true, args.baseline === true)
+  : args.mode === "rss" ? await rss(tree, args.touched ?? 2000, args.control === true, args.baseline === true, args.paceMs ?? 0)
   : { freshness: await freshness(tree, delivery, args.edits ?? 1000), session: await scriptedSession(tree, delivery) };
 console.log(JSON.stringify({ result, log: pluginLog }));
 process.exit(0);
