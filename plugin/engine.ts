@@ -63,6 +63,8 @@ const HISTORY_TIMEOUT_MS = 3000;
 const HOST_LOADED_NAMES: readonly string[] = ["AGENTS.md", "CLAUDE.md", "CONTEXT.md"];
 /** Bytes of a steering file read at most per step: a TUI writes a short line per pin. */
 const MAX_STEER_READ = 64 * 1024;
+/** Unloads whose call's after hook has not come yet, kept at most per session. */
+const MAX_UNCLAIMED_UNLOADS = 1024;
 /** Files one `watch:` checks at most (each is one stat per check of the sessions that load it). */
 const MAX_WATCH_TARGETS = 256;
 /**
@@ -450,7 +452,18 @@ export class Engine {
     const carrier = typeof callID === "string" && callID !== SYSTEM_CARRIER ? callID : undefined;
     if (carrier !== undefined) session.called(carrier);
     // An unload's output is what tells the model to disregard a file the frozen block still shows.
-    if (tool === "project_context" && carrier !== undefined) for (const { path, note } of session.unloadedByTool.splice(0)) session.noted(carrier, path, note);
+    if (tool === "project_context" && carrier !== undefined) {
+      // Only what this call unloaded: a parallel call's notice rides on that call's own output.
+      const arg = (args as { path?: unknown } | undefined)?.path;
+      const pending = session.unloadedByTool;
+      for (let i = 0; i < pending.length; ) {
+        const { path, note, arg: given } = pending[i]!;
+        if (given === arg) {
+          session.noted(carrier, path, note);
+          pending.splice(i, 1);
+        } else i++;
+      }
+    }
     // The tool's own writes are saved by now: what is read after this moment has them.
     const since = performance.now();
     const loaded = tool === "read" ? strings((result.metadata as { loaded?: unknown } | undefined)?.loaded) : [];
@@ -627,7 +640,7 @@ export class Engine {
     const target = this.resolveTarget(args.path);
     if (typeof target === "string") return `project_context ${args.action}: ${target}`;
     if (args.action === "load") return this.load(session, target);
-    if (args.action === "unload") return this.unload(session, target);
+    if (args.action === "unload") return this.unload(session, target, args.path);
     return this.update(target, args.section, args.content, ask);
   }
 
@@ -659,11 +672,13 @@ export class Engine {
     return `project_context load: pinned ${what} to this session; ${this.delivery === "stable" ? "new text follows below, or arrives with the next tool output" : "in the context from the next step"}.`;
   }
 
-  private async unload(session: Session, target: Target): Promise<string> {
+  private async unload(session: Session, target: Target, arg: string): Promise<string> {
     const rel = this.shownRel(target.real);
     const { unpinned, files, held } = this.unloadTarget(session, target, await this.fresh(session, true));
     const pin = unpinned ? { path: target.path, isFile: target.isFile } : undefined;
-    files.forEach((each, i) => session.unloadedByTool.push({ path: each.path, note: { unloaded: true, pin, held: held[i] } }));
+    // A call whose after hook never came (aborted) leaves its entries: the oldest go past a bound.
+    files.forEach((each, i) => session.unloadedByTool.push({ path: each.path, note: { unloaded: true, pin, held: held[i] }, arg }));
+    if (session.unloadedByTool.length > MAX_UNCLAIMED_UNLOADS) session.unloadedByTool.splice(0, session.unloadedByTool.length - MAX_UNCLAIMED_UNLOADS);
     const [file] = files;
     if (file === undefined) {
       return unpinned ? `project_context unload: unpinned ${rel}.` : `project_context unload: ${rel} is not in this session's context (see the list action)`;

@@ -668,3 +668,31 @@ for (const [ids, Conversation, undo] of [["unique ids", Host, true], ["ids reuse
   const prompt = promptOf(req);
   expect(prompt).toContain(`${onlyNamed}/AGENTS.md`);
 });
+
+test("two unloads run in parallel: each notice is known by its own call, so pruning one brings its file's block copy back out (found in review)", async () => {
+  const plugin = await project({ "AGENTS.md": "ROOT: answer in French\n", "AGENTS.local.md": "LOCAL: use tabs\n", "src/y.ts": "y" });
+  const h = new Host(plugin.hooks, "ses_pp");
+  await h.user("go");
+  let req = await h.request();
+  expect(req.system[1]).toContain("ROOT: answer in French");
+  expect(req.system[1]).toContain("LOCAL: use tabs");
+  // Two project_context calls of one step: both run before either's tool.execute.after, as OpenCode runs parallel calls.
+  const ctx = { sessionID: "ses_pp", messageID: "m", agent: "build" };
+  const root = { action: "unload", path: "AGENTS.md", section: "", content: "" };
+  const local = { action: "unload", path: "AGENTS.local.md", section: "", content: "" };
+  const [rootText, localText] = await Promise.all([root, local].map((args) => plugin.hooks.tool!.project_context!.execute(args as never, ctx as never)));
+  expect(rootText).toContain("disregard");
+  expect(localText).toContain("disregard");
+  const { ids: [, localCall] } = await h.tools([
+    { tool: "project_context", args: root, output: rootText as string },
+    { tool: "project_context", args: local, output: localText as string },
+  ]);
+  await h.request();
+  await h.tools([{ tool: "read", args: { filePath: "src/y.ts" } }]);
+  // Only the local file's notice is pruned: its copy in the frozen block must not be back in force.
+  h.prune(localCall!);
+  req = await h.request();
+  const prompt = promptOf(req);
+  const disregarded = /AGENTS\.local\.md[^\n]*disregard/.test(prompt);
+  expect(prompt.includes("LOCAL: use tabs") && !disregarded).toBe(false);
+});

@@ -300,8 +300,12 @@ export class Session {
    * without them. Cleared when the block is built.
    */
   private readonly notes = new Map<string, Map<string, Note>>();
-  /** Files of the block a project_context unload took out, for its call's after hook to name the carrier. */
-  readonly unloadedByTool: { readonly path: string; readonly note: Note }[] = [];
+  /**
+   * Files of the block a project_context unload took out, for its call's after hook to name the carrier:
+   * each with the `path` argument of the call that took it (parallel calls of a step all run before
+   * their after hooks, and each must claim its own notice only).
+   */
+  readonly unloadedByTool: { readonly path: string; readonly note: Note; readonly arg: string }[] = [];
   /** Queued notices (a TUI's unload) about files of the block, by text: the delivery that tells one notes its carrier. */
   readonly noticeFiles = new Map<string, string>();
 
