@@ -609,3 +609,16 @@ test("a records directory that cannot be made (a file in its place) costs one wa
     await rm(parent, { recursive: true, force: true });
   }
 });
+
+test("update of a file that ends inside an open code fence: the section added is a section, found again by the next update (found in review)", async () => {
+  const plugin = await openProject("monorepo", {});
+  const path = join(plugin.root, "apps/web/AGENTS.md");
+  await writeFile(path, "# Web\n\n## Build\n```sh\nbun run build\n");
+  expect(await contextTool(plugin, "ses_fence", { action: "update", path: "apps/web/AGENTS.md", section: "Deploys", content: "Never on Fridays." })).toContain('added the section "Deploys"');
+  // The second update finds the section the first one said it added, and the user's lines stay.
+  expect(await contextTool(plugin, "ses_fence", { action: "update", path: "apps/web/AGENTS.md", section: "Deploys", content: "Only on Tuesdays." })).toContain('replaced the section "Deploys"');
+  const text = await readFile(path, "utf8");
+  expect(text).toStartWith("# Web\n\n## Build\n```sh\nbun run build\n");
+  expect(text).toContain("## Deploys\nOnly on Tuesdays.\n");
+  expect(text).not.toContain("Never on Fridays.");
+});

@@ -1,7 +1,7 @@
 import { closeSync, constants, fchmodSync, fstatSync, fsyncSync, openSync, renameSync, statSync, unlinkSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { parseFrontmatter } from "./frontmatter.ts";
-import { outline, sectionName, sectionsOf } from "../rules/merge.ts";
+import { outline, sealed, sectionName, sectionsOf } from "../rules/merge.ts";
 import { isInside } from "../paths.ts";
 import { openedPath, readContained } from "./contained.ts";
 import { writeWhole } from "./write.ts";
@@ -46,8 +46,11 @@ function splice(raw: string, title: string, content: string): Splice {
   if (shape.openFence !== undefined) return { error: "content leaves a code fence open (it would swallow the sections after it); close it" };
   const text = content === "" || content.endsWith("\n") ? content : `${content}\n`;
   if (found === undefined) {
-    const separator = body === "" || body.endsWith("\n\n") ? "" : body.endsWith("\n") ? "\n" : "\n\n";
-    return { text: `${head}${body}${separator}## ${wanted}\n${text}`, replaced: false };
+    // A file that ends inside a code fence would swallow the new heading (no section, found by no later
+    // update): the fence is closed first, where it ran to anyway (a fence left open ends with the file).
+    const ended = sealed(body, outline(body).openFence);
+    const separator = ended === "" || ended.endsWith("\n\n") ? "" : "\n";
+    return { text: `${head}${ended}${separator}## ${wanted}\n${text}`, replaced: false };
   }
   const bodyStart = body.indexOf("\n", found.start) === -1 ? body.length : body.indexOf("\n", found.start) + 1;
   // Keep a blank line before the next heading when the old section had one.
