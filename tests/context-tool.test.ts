@@ -7,7 +7,10 @@ import { spawnSync } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ToolContext } from "@opencode-ai/plugin";
+import fc from "fast-check";
 import { parseFrontmatter } from "../plugin/files/frontmatter.ts";
+import { spliceSection } from "../plugin/files/update.ts";
+import { sectionName, sectionsOf } from "../plugin/rules/merge.ts";
 import { appendSteer, parseSteer, readRecords, RECORDS_VERSION, steerPath, type RequestRecord } from "../plugin/records/format.ts";
 import { contextView, toggleAction } from "../plugin/tui/view.ts";
 import { callContextTool as contextTool, projects, readTool, sectionPaths, start, tempProject, waitFor, type Started } from "./helpers/harness.ts";
@@ -621,4 +624,39 @@ test("update of a file that ends inside an open code fence: the section added is
   expect(text).toStartWith("# Web\n\n## Build\n```sh\nbun run build\n");
   expect(text).toContain("## Deploys\nOnly on Tuesdays.\n");
   expect(text).not.toContain("Never on Fridays.");
+});
+
+test("update of a section whose heading is the file's last line, with no line break after it: the heading stays, the body goes below it (found in review)", async () => {
+  const plugin = await openProject("monorepo", {});
+  const path = join(plugin.root, "apps/web/AGENTS.md");
+  await writeFile(path, "# Web\n\n## Style\nTabs.\n\n## Notes");
+  expect(await contextTool(plugin, "ses_eof", { action: "update", path: "apps/web/AGENTS.md", section: "Notes", content: "Ask before adding a dependency." })).toContain('replaced the section "Notes"');
+  expect(await readFile(path, "utf8")).toBe("# Web\n\n## Style\nTabs.\n\n## Notes\nAsk before adding a dependency.\n");
+});
+
+test("update, property: whatever the file, the section updated is found with the new body, and the text around it is kept", () => {
+  const line = fc.constantFrom("# T", "## A", "## B", "### A", "### C", "## B ##", "##A", "text", "", "```", "```sh", "~~~", "````", "    ```", "- item");
+  const text = fc.array(line, { maxLength: 12 }).map((lines) => lines.join("\n"));
+  const ending = fc.constantFrom("", "\n", "\n\n");
+  fc.assert(
+    fc.property(text, ending, fc.constantFrom("A", "B", "C", "Z"), fc.array(fc.constantFrom("new", "", "#### deep", "```", "- x"), { maxLength: 4 }), (raw, end, title, contentLines) => {
+      const body = raw + end;
+      const content = contentLines.join("\n");
+      const spliced = spliceSection(body, title, content);
+      if ("error" in spliced) return;
+      const section = sectionsOf(spliced.text).byName.get(sectionName(`# ${title}`));
+      expect(section).toBeDefined();
+      const lineEnd = spliced.text.indexOf("\n", section!.start);
+      const after = lineEnd === -1 ? spliced.text.length : lineEnd + 1;
+      expect(spliced.text.slice(after, section!.end).trimEnd()).toBe(content.trimEnd());
+      // Nothing before the section moves; an added section leaves every line that was there.
+      if (!spliced.replaced) expect(spliced.text.startsWith(body.endsWith("\n") || body === "" ? body : `${body}\n`)).toBe(true);
+      else {
+        const old = sectionsOf(body).byName.get(sectionName(`# ${title}`))!;
+        expect(spliced.text.slice(0, section!.start)).toBe(body.slice(0, old.start));
+        expect(spliced.text.endsWith(body.slice(old.end))).toBe(true);
+      }
+    }),
+    { numRuns: 3000 },
+  );
 });

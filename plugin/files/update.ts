@@ -52,10 +52,13 @@ function splice(raw: string, title: string, content: string): Splice {
     const separator = ended === "" || ended.endsWith("\n\n") ? "" : "\n";
     return { text: `${head}${ended}${separator}## ${wanted}\n${text}`, replaced: false };
   }
-  const bodyStart = body.indexOf("\n", found.start) === -1 ? body.length : body.indexOf("\n", found.start) + 1;
+  const lineEnd = body.indexOf("\n", found.start);
+  const bodyStart = lineEnd === -1 ? body.length : lineEnd + 1;
+  // A heading that is the file's last line, with no line break: the body goes on a line of its own, not onto the heading.
+  const headingEnd = lineEnd === -1 ? "\n" : "";
   // Keep a blank line before the next heading when the old section had one.
   const gap = /\n\s*\n$/.test(body.slice(bodyStart, found.end)) && found.end < body.length && !text.endsWith("\n\n") ? "\n" : "";
-  return { text: `${head}${body.slice(0, bodyStart)}${text}${gap}${body.slice(found.end)}`, replaced: true };
+  return { text: `${head}${body.slice(0, bodyStart)}${headingEnd}${text}${gap}${body.slice(found.end)}`, replaced: true };
 }
 
 /**
