@@ -660,3 +660,11 @@ test("update, property: whatever the file, the section updated is found with the
     { numRuns: 3000 },
   );
 });
+
+test("update of a file that starts with a UTF-8 byte order mark keeps the mark: no byte outside the section changes (found in review)", async () => {
+  const plugin = await openProject("monorepo", {});
+  const path = join(plugin.root, "apps/web/AGENTS.md");
+  await writeFile(path, "\uFEFF# Web\n\n## Style\nTabs.\n");
+  expect(await contextTool(plugin, "ses_bom", { action: "update", path: "apps/web/AGENTS.md", section: "Style", content: "Spaces." })).toContain('replaced the section "Style"');
+  expect(await readFile(path)).toEqual(Buffer.from("\uFEFF# Web\n\n## Style\nSpaces.\n"));
+});

@@ -3,13 +3,14 @@ import { basename, dirname, join } from "node:path";
 import { parseFrontmatter } from "./frontmatter.ts";
 import { outline, sealed, sectionName, sectionsOf } from "../rules/merge.ts";
 import { isInside } from "../paths.ts";
-import { openedPath, readContained } from "./contained.ts";
+import { openedPath, readContained, readContainedHead } from "./contained.ts";
 import { writeWhole } from "./write.ts";
 
 /** A section's new text spliced into a context file's text, or why it cannot be. */
 export type Splice = { readonly text: string; readonly replaced: boolean } | { readonly error: string };
 
 const MAX_SECTION_TITLE = 200;
+const UTF8_BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 
 /**
  * `raw` with the section titled `title` (level 2 or deeper, matched as merging matches names; the first)
@@ -72,6 +73,9 @@ export function replaceFile(path: string, realRoot: string, maxFileBytes: number
   if (current.kind !== "file") return `${basename(path)} cannot be read any more`;
   if (current.version.sha256 !== expectedSha256) return `${basename(path)} changed while it was being updated; try again`;
   if (current.version.truncated) return `${basename(path)} is larger than maxFileBytes: not updated, to keep what lies past the limit`;
+  // The decoded text has no byte order mark (the decoder drops it): one the file starts with is written back.
+  const head = readContainedHead(path, realRoot, UTF8_BOM.length);
+  const bom = head.kind === "head" && Buffer.from(head.bytes).equals(UTF8_BOM) ? UTF8_BOM : Buffer.alloc(0);
   const mode = statSync(path).mode & 0o7777;
   const temporary = join(dir, `.${basename(path)}.${Buffer.from(crypto.getRandomValues(new Uint8Array(6))).toString("hex")}.tmp`);
   const fd = openSync(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
@@ -82,7 +86,7 @@ export function replaceFile(path: string, realRoot: string, maxFileBytes: number
     // (on every platform; a swap between this check and the rename below remains possible).
     const made = openedPath(fd, temporary, fstatSync(fd));
     if (made === undefined || !isInside(made, realRoot)) throw new Error("the directory moved outside the worktree");
-    writeWhole(fd, Buffer.from(text, "utf8"));
+    writeWhole(fd, Buffer.concat([bom, Buffer.from(text, "utf8")]));
     fchmodSync(fd, mode);
     fsyncSync(fd);
     open = false;
