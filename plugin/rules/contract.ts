@@ -429,7 +429,8 @@ function compileGlobSet(globs: readonly string[], base: string): GlobSet {
 /**
  * The alternatives of `{a,b}` groups (nested, empty alternatives allowed), as globs without
  * braces. Escapes and classes are copied verbatim for parsePattern. Every character produced,
- * intermediate ones included, is charged to `budget`: `{a,b}{a,b}…` cannot explode.
+ * intermediate ones included, and one more per variant, is charged to `budget`: neither
+ * `{a,b}{a,b}…` nor `{,}{,}…` (variants of no characters) can explode.
  */
 function expandBraces(text: string, budget: { left: number }): string[] {
   return expandFrom(text, 0, false, budget).variants;
@@ -439,7 +440,8 @@ function expandFrom(text: string, from: number, nested: boolean, budget: { left:
   let variants = [""];
   let literalFrom = from;
   const append = (suffixes: readonly string[]): void => {
-    const size = variants.reduce((sum, variant) => sum + suffixes.reduce((total, suffix) => total + variant.length + suffix.length, 0), 0);
+    // Each variant costs one more than its length: empty ones (`{,}{,}…`) would double for free.
+    const size = variants.reduce((sum, variant) => sum + suffixes.reduce((total, suffix) => total + variant.length + suffix.length + 1, 0), 0);
     budget.left -= size;
     if (budget.left < 0) throw new GlobError(`expands past ${MAX_GLOB_CHARS} characters`);
     variants = variants.flatMap((variant) => suffixes.map((suffix) => variant + suffix));

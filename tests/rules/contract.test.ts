@@ -344,6 +344,17 @@ describe("contract: attacker values", () => {
     }
     expect(read({ description: `${"y".repeat(10_000_000)}\nz` }).description).toHaveLength(MAX_DESCRIPTION_CHARS);
   });
+
+  test("a brace bomb of empty alternatives is refused in bounded time: each alternative counts, even an empty one", () => {
+    // 22 `{,}` are 66 characters and 4 million empty variants (each doubling cost nothing); 40 would be 10^12.
+    for (const glob of ["{,}".repeat(22), `src/${"{,}".repeat(22)}`, `${"{,}".repeat(22)}/*.ts`, "{,,,,,,,}".repeat(8)]) {
+      const { result, ms } = timed(() => read({ paths: glob }));
+      expect({ glob, message: result.problems[0]?.message }).toEqual({ glob, message: expect.stringContaining(`expands past ${MAX_GLOB_CHARS} characters`) });
+      expect({ glob, fast: ms < 100 }).toEqual({ glob, fast: true });
+    }
+    // Through the real parser: the fast path reads the quoted string as it is.
+    expect(fromYaml(`paths: "${"{,}".repeat(22)}"`).contract.problems[0]?.message).toContain("expands past");
+  });
 });
 
 describe("contract: glob matching", () => {
