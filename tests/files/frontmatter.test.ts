@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { createRequire } from "node:module";
-import { cutInsideFrontmatter, parseFrontmatter, simpleYaml } from "../../plugin/files/frontmatter.ts";
+import { cutInsideFrontmatter, KNOWN_KEYS as KNOWN, onlyComments, parseFrontmatter, simpleYaml } from "../../plugin/files/frontmatter.ts";
 
 describe("frontmatter: a leading block is frontmatter only as a mapping with a known key", () => {
   test("a mapping with a known key is stripped and returned", () => {
@@ -139,6 +139,46 @@ describe("frontmatter: plain mappings read without gray-matter", () => {
       if (simple !== undefined) expect(simple).toEqual(viaGrayMatter(inner) as Record<string, unknown>);
     }
     expect(simpleYaml(`description: a${run}b`)).toEqual({ description: `a${run}b` });
+  });
+
+  test("a block of many blank lines that gray-matter reads is read in linear time (its comment strip went back over every run of them)", () => {
+    // gray-matter strips comments with /^\s*#[^\n]+/gm before parsing: from each line start \s* runs
+    // to the end of the blank lines, so 64,000 of them took 1.3 s, a 128 KiB file about 5 s of blocked loop.
+    const expected = { body: "# Body\n", frontmatter: { include: "always", list: [1], x: 1 } };
+    for (const filler of ["\n", " \n", "\r\n", "\t \n"]) {
+      const text = `---\ninclude: always\nlist: [1]\n${filler.repeat(Math.floor(120_000 / filler.length))}x: 1\n---\n# Body\n`;
+      const start = performance.now();
+      const parsed = parseFrontmatter(text);
+      const ms = performance.now() - start;
+      expect({ filler, parsed }).toEqual({ filler, parsed: expected });
+      expect({ filler, fast: ms < 300 }).toEqual({ filler, fast: true });
+    }
+  });
+
+  test("a block gray-matter takes for only comments is told as gray-matter tells it (property), and read as before", () => {
+    const piece = fc.constantFrom(" ", "\t", "\n", "\r", "\r\n", "\u2028", "\u00a0", "\ufeff", "#", "# x", "a", ":", "k: v");
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 24 }).map((parts) => parts.join("")), (text) => {
+        expect(onlyComments(text)).toBe(text.replace(/^\s*#[^\n]+/gm, "").trim() === "");
+      }),
+      { numRuns: 20_000 },
+    );
+    // Every generated block parses to what matter() itself gave (the engine is called as it calls it).
+    fc.assert(
+      fc.property(block, fc.constantFrom("", "yaml"), (inner, language) => {
+        const text = `---${language}\n${inner}\n---\nbody`;
+        const before = viaGrayMatter(inner);
+        const known = typeof before === "object" && before !== null && !Array.isArray(before) && Object.keys(before).some((key) => KNOWN.has(key));
+        const parsed = parseFrontmatter(text);
+        if (before === "throws") expect(parsed.frontmatter).toEqual({});
+        else if (known) expect(parsed).toEqual({ body: "body", frontmatter: before as Record<string, unknown> });
+        else expect(parsed).toEqual({ body: text, frontmatter: {} });
+      }),
+      { numRuns: 3_000 },
+    );
+    // Through the parser, as gray-matter's matter() read them: comments only are content, JSON included.
+    for (const text of ["---\n# only a comment\n\n  # another\n---\nx", "---json\n# c\n---\nx", "---yaml\n\n---\nx"]) expect(parseFrontmatter(text)).toEqual({ body: text, frontmatter: {} });
+    expect(parseFrontmatter("---yaml\n# c\ninclude: always # why\n---\nx")).toEqual({ body: "x", frontmatter: { include: "always" } });
   });
 
   test("the shapes of real frontmatter are read without gray-matter, the rest left to it", () => {
