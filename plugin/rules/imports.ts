@@ -41,6 +41,12 @@ export const MAX_IMPORT_DEPTH = 5;
 export const MAX_IMPORT_TARGETS = 256;
 /** Characters of imported text one expansion inlines at most (8 files of the default maxFileBytes). */
 export const MAX_IMPORTED_CHARS = 1 << 20;
+/**
+ * Characters of imported files one expansion reads at most, inlined or not: past MAX_IMPORTED_CHARS
+ * each file that does not fit is still read (and hashed, decoded) to learn so, and 256 of them at the
+ * default maxFileBytes were 32 MiB an expansion, at every application of the rules.
+ */
+export const MAX_READ_CHARS = 2 * MAX_IMPORTED_CHARS;
 
 export interface ImportLine {
   /** 1-based. */
@@ -104,7 +110,7 @@ export function importLines(body: string): ImportLine[] {
  */
 export function expandImports(body: string, filePath: string, worktree: string, read: ImportRead, seen = new Set<string>()): Expansion {
   seen.add(filePath);
-  const state: State = { worktree, read, seen, reads: new Map(), chars: 0, imports: [], problems: [], reported: new Set() };
+  const state: State = { worktree, read, seen, reads: new Map(), chars: 0, charsRead: 0, imports: [], problems: [], reported: new Set() };
   const text = expand(body, filePath, relative(worktree, filePath), 0, state);
   return { text, imports: state.imports, problems: state.problems };
 }
@@ -116,6 +122,8 @@ interface State {
   /** By lexical absolute path: ten thousand imports of one file read it once. */
   readonly reads: Map<string, ImportedFile | { readonly problem: string }>;
   chars: number;
+  /** Characters of every file read, inlined or not (MAX_READ_CHARS). */
+  charsRead: number;
   readonly imports: ImportedFile[];
   readonly problems: ImportProblem[];
   readonly reported: Set<string>;
@@ -140,8 +148,11 @@ function inline(target: string, path: string, rel: string, level: number, state:
   if (absolute === undefined) return report(state, rel, value, "leads outside the worktree");
   if (level >= MAX_IMPORT_DEPTH) return report(state, rel, value, `is not followed: imports nest ${MAX_IMPORT_DEPTH} levels deep at most`);
   const file = readOnce(state, absolute);
-  if (file === undefined) {
+  if (file === TOO_MANY) {
     return report(state, rel, value, `and every later one are not followed: one context file imports ${MAX_IMPORT_TARGETS} paths at most`, "limit");
+  }
+  if (file === READ_ENOUGH) {
+    return report(state, rel, value, `and every later one are not read: the imports of one context file read ${MAX_READ_CHARS} characters at most`, "read");
   }
   if ("problem" in file) return report(state, rel, value, file.problem);
   if (state.seen.has(file.path)) return undefined;
@@ -165,13 +176,18 @@ function resolveTarget(target: string, fromDir: string, worktree: string): strin
   return isInside(absolute, worktree) ? absolute : undefined;
 }
 
-/** The read of `absolute`, made once per expansion; undefined past MAX_IMPORT_TARGETS. */
-function readOnce(state: State, absolute: string): ImportedFile | { readonly problem: string } | undefined {
+const TOO_MANY = Symbol("past MAX_IMPORT_TARGETS");
+const READ_ENOUGH = Symbol("past MAX_READ_CHARS");
+
+/** The read of `absolute`, made once per expansion; none past MAX_IMPORT_TARGETS or MAX_READ_CHARS. */
+function readOnce(state: State, absolute: string): ImportedFile | { readonly problem: string } | typeof TOO_MANY | typeof READ_ENOUGH {
   let result = state.reads.get(absolute);
   if (result === undefined) {
-    if (state.reads.size >= MAX_IMPORT_TARGETS) return undefined;
+    if (state.reads.size >= MAX_IMPORT_TARGETS) return TOO_MANY;
+    if (state.charsRead >= MAX_READ_CHARS) return READ_ENOUGH;
     result = state.read(absolute);
     state.reads.set(absolute, result);
+    if (!("problem" in result)) state.charsRead += result.body.length;
   }
   return result;
 }

@@ -9,6 +9,7 @@ import {
   MAX_IMPORT_DEPTH,
   MAX_IMPORT_TARGETS,
   MAX_IMPORTED_CHARS,
+  MAX_READ_CHARS,
   type ImportedFile,
   type ImportRead,
 } from "../../plugin/rules/imports.ts";
@@ -354,6 +355,34 @@ describe("expandImports (on disk)", () => {
       'AGENTS.md: import "@dangling.md" not found',
       'AGENTS.md: import "@loop1.md" symlink loop',
     ]);
+  });
+});
+
+describe("expandImports (on disk): what an expansion reads is bounded", () => {
+  test(`files past the inlined ${MAX_IMPORTED_CHARS} characters are not all read: ${MAX_READ_CHARS} characters read at most, inlined or not`, () => {
+    // 256 imports of 128 KiB files: 8 fit, and each of the other 248 was still read whole (hashed,
+    // decoded) just to be refused, 32 MiB an expansion at every application of the rules.
+    const chunk = `${"z".repeat(127)}\n`.repeat(1024);
+    const files: Record<string, string> = {};
+    for (let i = 0; i < MAX_IMPORT_TARGETS; i++) files[`big/f${i}.md`] = chunk;
+    const root = scratch(files);
+    let charsRead = 0;
+    const read = disk(root);
+    const counting: ImportRead = (absolute) => {
+      const result = read(absolute);
+      if (!("problem" in result)) charsRead += result.body.length;
+      return result;
+    };
+    const body = Array.from({ length: MAX_IMPORT_TARGETS }, (_, i) => `@/big/f${i}.md\n`).join("");
+    const expansion = expandImports(body, join(root, "AGENTS.md"), root, counting);
+    expect(expansion.imports).toHaveLength(8);
+    expect(charsRead).toBeLessThanOrEqual(MAX_READ_CHARS + chunk.length);
+    expect(expansion.problems.at(-1)?.message).toContain("and every later one are not read");
+    // Ten importing files of one block: each expansion has its own bound.
+    charsRead = 0;
+    const seen = new Set<string>();
+    for (let f = 0; f < 10; f++) expandImports(body, join(root, `d${f}`, "AGENTS.md"), root, counting, seen);
+    expect(charsRead).toBeLessThanOrEqual(10 * (MAX_READ_CHARS + chunk.length));
   });
 });
 
