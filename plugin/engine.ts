@@ -1241,7 +1241,9 @@ export class Engine {
       // replaces such a copy by the plugin's own, appended to this same output.
       const notAsRuled = this.delivery === "stable" && (file.source !== undefined || Object.keys(file.frontmatter).length > 0);
       if (wholeAlready || notAsRuled) drop.set(named, file.raw);
-      else if (carrier !== undefined) session.hold(file.path, { sha256: file.sha256, held: "whole", carrier, dir: file.dir });
+      // A file whose text the rules made (imports inlined, sections merged) is not what OpenCode's raw
+      // copy holds: delivery "system" keeps its own copy in the block (the imported text is only there).
+      else if (carrier !== undefined && file.source === undefined) session.hold(file.path, { sha256: file.sha256, held: "whole", carrier, dir: file.dir });
     }
     if (drop.size > 0) result.output = stripReminder(output, loaded, drop);
   }
@@ -1545,8 +1547,9 @@ export class Engine {
         for (const named of loaded) {
           const file = this.fileNamed(hierarchy, named);
           if (file === undefined) continue;
-          if (reminderCarries(text, named, file.raw)) holdWhole(file, carrier);
-          // Another text of it (an older version); none at all is a reminder the plugin took out as a repeat.
+          // OpenCode's raw copy of a file whose text the rules made (imports inlined, sections merged) is not that text.
+          if (reminderCarries(text, named, file.raw) && file.source === undefined) holdWhole(file, carrier);
+          // Another text of it (an older version, or the raw one of a made text); none at all is a reminder the plugin took out as a repeat.
           else if (text.includes(`${HOST_MARKER}${named}\n`)) session.drop(file.path);
         }
         if (!text.includes("<project-context")) return;

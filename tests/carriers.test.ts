@@ -182,6 +182,26 @@ describe("a continued session (found in review)", () => {
     }
   });
 
+  test("a history holding OpenCode's raw reminder of a file that imports another (a run without the plugin, or delivery \"system\"): the imported text is sent (found in review)", async () => {
+    const raw = "# web\n\n@docs/style.md\n";
+    const plugin = await openProject(undefined, { records: false }, { files: { "AGENTS.md": "# root\n", "web/AGENTS.md": raw, "web/docs/style.md": "# style\n- never indent with tabs\n", "web/x.ts": "" } });
+    const web = join(plugin.root, "web/AGENTS.md");
+    const output = `<content>1: y</content>\n\n<system-reminder>\nInstructions from: ${web}\n${raw}\n</system-reminder>`;
+    const history = [
+      { info: { id: "msg_1", role: "user", sessionID: "s" }, parts: [{ type: "text", text: "hi" }] },
+      { info: { id: "msg_2", role: "assistant", sessionID: "s" }, parts: [part(output, "c1", undefined, { filePath: join(plugin.root, "web/x.ts") }, [web])] },
+    ];
+    const again = await start(plugin.root, { records: false }, { history });
+    try {
+      const system = (await again.step("s")) ?? "";
+      const next = await call(again, "c2", "read", { filePath: "web/x.ts" });
+      // The model holds the import line only: the file as the rules make it must reach it.
+      expect(system + next).toContain("- never indent with tabs");
+    } finally {
+      await again.dispose();
+    }
+  });
+
   test("restoring a session whose history delivered 600 files, each on its own output, does not block the event loop (2.5 s in one task before)", async () => {
     const files: Record<string, string> = { "AGENTS.md": "# root\n" };
     const dirs = Array.from({ length: 600 }, (_, i) => `g${i % 30}/p${i}`);

@@ -257,6 +257,19 @@ describe("delivery: system", () => {
     expect(reached.output).toBe("tool result");
     expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md", "apps/web/AGENTS.md"]);
   });
+
+  test("OpenCode's read reminder of a file that imports another is not the file as the rules make it: the imported text reaches the model (found in review)", async () => {
+    const files = { "AGENTS.md": "# root\n", "web/AGENTS.md": "# web\n\n@docs/style.md\n", "web/docs/style.md": "# style\n- never indent with tabs\n", "web/x.ts": "" };
+    const plugin = await openProject(undefined, { delivery: "system", records: false }, { files });
+    await plugin.step("s");
+    const path = join(plugin.root, "web/AGENTS.md");
+    // OpenCode's copy is the raw file: the import line, not the imported text.
+    const reminder = `\n\n<system-reminder>\nInstructions from: ${path}\n${files["web/AGENTS.md"]}\n</system-reminder>`;
+    const read = await tool(plugin, "s", "read", { filePath: "web/x.ts" }, `<content>1: x</content>${reminder}`, { loaded: [path] });
+    const block = (await plugin.step("s")) ?? "";
+    expect(sectionPaths(block)).toEqual(["AGENTS.md", "web/AGENTS.md"]);
+    expect(read.output + block).toContain("- never indent with tabs");
+  });
 });
 
 describe("each file once, on a 45-file monorepo (the shape where a cut copy used to ride beside OpenCode's whole copy)", () => {
