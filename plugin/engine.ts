@@ -1199,7 +1199,8 @@ export class Engine {
     const carried = new Set<string>();
     for (const named of hostEntryPaths(prompt)) {
       const file = this.fileNamed(hierarchy, named);
-      if (file === undefined) continue;
+      // OpenCode's copy is the raw file: of one whose imports the rules inline, it lacks the imported text.
+      if (file === undefined || (file.source !== undefined && hasImports(file.source))) continue;
       // OpenCode re-reads its own chain (session directory up to the worktree) every step, so a copy
       // of one of those may be newer than the store's; any other file must match to the byte. Only
       // for a file of the name OpenCode loads there: a marker line quoted in some file of the chain,

@@ -226,6 +226,20 @@ describe("stable delivery (the default)", () => {
     expect(sectionPaths(reached.output)).toEqual(["apps/web/AGENTS.md"]);
   });
 
+  for (const delivery of ["stable", "system"] as const) {
+    test(`delivery ${delivery}: a file the host's prompt carries raw, whose imports the plugin inlines, is still sent: OpenCode's copy lacks the imported text (found in review)`, async () => {
+      const raw = "# root\n\n@docs/style.md\n";
+      const files = { "AGENTS.md": raw, "docs/style.md": "# style\n- never indent with tabs\n", "web/x.ts": "" };
+      const plugin = await openProject(undefined, { delivery, records: false }, { files });
+      // OpenCode sends the session directory's AGENTS.md itself, as it is on disk: the import line only.
+      const header = `You are opencode.\nInstructions from: ${join(plugin.root, "AGENTS.md")}\n${raw}`;
+      const first = (await plugin.step("s", header)) ?? "";
+      const reached = await tool(plugin, "s", "read", { filePath: "web/x.ts" });
+      const next = (await plugin.step("s", header)) ?? "";
+      expect(first + reached.output + next).toContain("[imported from docs/style.md]\n# style\n- never indent with tabs\n");
+    });
+  }
+
   test("a continued session is rebuilt from its history: what its tool outputs still carry is not sent again", async () => {
     const plugin = await open();
     await plugin.step("s");
