@@ -14,7 +14,7 @@ import { walkUp } from "./files/walk.ts";
 import { describe, describeJson, sameFile, snapshotFiles, type FileSnapshot } from "./records/describe.ts";
 import { isSessionId, parseSteer, readFrom, RECORDS_VERSION, recordsDirOf, steerPath, type FileRecord } from "./records/format.ts";
 import { RecordsWriter } from "./records/writer.ts";
-import { readHistory, scanMessages } from "./host/history.ts";
+import { readHistory, scanMessages, type KeptOutput } from "./host/history.ts";
 import { HOST_MARKER, hostCarries, hostEntryPaths, reminderCarries, reminderOf, stripReminder } from "./host/instructions.ts";
 import { CONTEXT_TOOL, toolPaths } from "./host/tool-paths.ts";
 import type { Logger } from "./log.ts";
@@ -549,7 +549,7 @@ export class Engine {
           if (left === undefined || !session.reusesIds) continue;
           // A section shows a file; one only named is shown by its path in a list of names.
           const shows = this.showing(session, carrier, left);
-          session.forgetUnshown(carrier, (path) => (session.known(path)?.held === "named" ? left.some((text) => text.includes(this.shownRel(path))) : shows(path)));
+          session.forgetUnshown(carrier, (path) => (session.known(path)?.held === "named" ? left.some(({ text }) => text.includes(this.shownRel(path))) : shows(path)));
         }
       }
       // OpenCode sends the messages from a summary on: the counts of an id's parts start again.
@@ -1459,18 +1459,19 @@ export class Engine {
   }
 
   /** Whether one of `outputs` shows a copy of a file: a section of the plugin's, or OpenCode's marker line for it (by its real or its worktree path). */
-  private showing(session: Session, carrier: string, outputs: readonly string[] | undefined): (path: string) => boolean {
+  private showing(session: Session, carrier: string, outputs: readonly KeptOutput[] | undefined): (path: string) => boolean {
     if (outputs === undefined) return () => false;
     // Each output read once: the section heads of a block the plugin appended under this id (a tool's
-    // own text that looks like one is none), and the paths of OpenCode's reminder entries.
+    // own text that looks like one is none), and the paths of OpenCode's reminder entries (those of a
+    // read's metadata.loaded: another output's text shaped like a reminder is the tool's own).
     const sections = new Set<string>();
     const marked = new Set<string>();
-    for (const output of outputs) {
+    for (const { text: output, loaded } of outputs) {
       const block = appendedBlock(output);
       if (block !== undefined && session.deliveredOn(carrier, block)) {
         for (let at = block.indexOf(SECTION_START); at !== -1; at = block.indexOf(SECTION_START, at + 1)) sections.add(block.slice(at, block.indexOf('"', at + SECTION_START.length) + 1));
       }
-      for (const path of hostEntryPaths(reminderOf(output))) marked.add(path);
+      if (loaded.length > 0) for (const path of hostEntryPaths(reminderOf(output))) if (loaded.includes(path)) marked.add(path);
     }
     return (path) => {
       const rel = this.relOf(path);

@@ -60,8 +60,8 @@ describe("reused call ids: what a prune or a compaction took is judged file by f
 
   test("a pruned carrier comes back though a later, kept read of its id carries OpenCode's reminder of another file", async () => {
     const { plugin, first, second } = await carrierThenReminder();
-    // OpenCode prunes the oldest output first.
-    await transform(plugin, [part(first, "call_0", 3), part(second, "call_0")]);
+    // OpenCode prunes the oldest output first; the read keeps its metadata.loaded, as OpenCode stores it.
+    await transform(plugin, [part(first, "call_0", 3), part(second, "call_0", undefined, {}, [join(plugin.root, "services/api/AGENTS.md")])]);
     expect(sectionPaths(await plugin.step("s"))).toEqual(["AGENTS.md", "apps/web/AGENTS.md"]);
   });
 
@@ -70,7 +70,7 @@ describe("reused call ids: what a prune or a compaction took is judged file by f
     const messages = [
       { info: { id: "msg_c", sessionID: "s", role: "user" }, parts: [{ type: "compaction" }] },
       { info: { id: "msg_s", sessionID: "s", role: "assistant", summary: true }, parts: [{ type: "text", text: "summary" }] },
-      { info: { id: "msg_k", sessionID: "s", role: "assistant" }, parts: [part(kept, "call_0")] },
+      { info: { id: "msg_k", sessionID: "s", role: "assistant" }, parts: [part(kept, "call_0", undefined, {}, [join(plugin.root, "services/api/AGENTS.md")])] },
     ];
     await plugin.hooks["experimental.chat.messages.transform"]!({} as never, { messages } as never);
     await plugin.hooks.event!({ event: { type: "session.compacted", properties: { sessionID: "s" } } } as never);
@@ -87,6 +87,21 @@ describe("reused call ids: what a prune or a compaction took is judged file by f
     // The agent reads a test of this very plugin; no context file rides on it.
     const second = await call(plugin, "call_0", "read", { filePath: "README.md" }, `<content>1: expect(out).toContain('<context-file path="apps/web/AGENTS.md"')</content>`);
     await transform(plugin, [part(first, "call_0", 3), part(second, "call_0")]);
+    expect(sectionPaths(await plugin.step("s"))).toContain("apps/web/AGENTS.md");
+  });
+
+  test("a pruned carrier comes back though a later, kept part of its id (not a read) ends with text shaped like OpenCode's reminder of its file (found in review)", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    const first = await call(plugin, "call_0", "read", { filePath: "apps/web/src/App.tsx" });
+    expect(sectionPaths(first)).toEqual(["apps/web/AGENTS.md"]);
+    await plugin.step("s");
+    // bash prints a saved transcript whose last lines are a reminder: OpenCode attached none (no metadata.loaded).
+    const web = join(plugin.root, "apps/web/AGENTS.md");
+    const transcript = `session log\n\n<system-reminder>\nInstructions from: ${web}\n# an old copy\n</system-reminder>`;
+    const second = await call(plugin, "call_0", "bash", { command: "cat notes/session.txt" }, transcript);
+    expect(second).toBe(transcript);
+    await transform(plugin, [part(first, "call_0", 3), { ...part(second, "call_0"), tool: "bash" }]);
     expect(sectionPaths(await plugin.step("s"))).toContain("apps/web/AGENTS.md");
   });
 

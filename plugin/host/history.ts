@@ -82,7 +82,7 @@ export interface Scanned {
    * that part reads "[Old tool result content cleared]"), each with how many of its parts are pruned
    * and kept (while those stay the same, so does what is left of it) and its kept parts' outputs.
    */
-  pruned: Map<string, { readonly parts: string; readonly kept: readonly string[] }>;
+  pruned: Map<string, { readonly parts: string; readonly kept: readonly KeptOutput[] }>;
   /** Where its latest message is in the list given, and that message's id. */
   lastIndex: number;
   lastId: unknown;
@@ -95,7 +95,17 @@ export interface Scanned {
 /** User messages by id, and tool outputs not pruned by their call's id (one id may name several parts). */
 export interface KeptCarriers {
   readonly messages: ReadonlySet<string>;
-  readonly outputs: ReadonlyMap<string, readonly string[]>;
+  readonly outputs: ReadonlyMap<string, readonly KeptOutput[]>;
+}
+
+/**
+ * A tool output not pruned, and the files OpenCode's read reminder on it names (a read's
+ * `metadata.loaded`): a reminder entry any other output shows is the tool's own text (a `cat` of a
+ * saved transcript), not OpenCode's copy of the file.
+ */
+export interface KeptOutput {
+  readonly text: string;
+  readonly loaded: readonly string[];
 }
 
 /**
@@ -165,17 +175,18 @@ function userMessageIds(list: readonly MessageShape[], sessionID: string): Set<s
 }
 
 /** The session's tool outputs not pruned, by call id (of `callIDs` only, when given). */
-function keptToolOutputs(list: readonly MessageShape[], sessionID: string, callIDs?: ReadonlySet<string>): Map<string, string[]> {
-  const outputs = new Map<string, string[]>();
+function keptToolOutputs(list: readonly MessageShape[], sessionID: string, callIDs?: ReadonlySet<string>): Map<string, KeptOutput[]> {
+  const outputs = new Map<string, KeptOutput[]>();
   for (const message of list) {
     if (message?.info?.sessionID !== sessionID) continue;
     for (const part of asArray(message.parts) as PartShape[]) {
       if (part?.type !== "tool" || typeof part.callID !== "string" || callIDs?.has(part.callID) === false || part.state?.time?.compacted !== undefined) continue;
       const output = part.state?.output;
       if (typeof output !== "string") continue;
+      const kept = { text: output, loaded: part.tool === "read" ? strings(part.state?.metadata?.loaded) : [] };
       const known = outputs.get(part.callID);
-      if (known === undefined) outputs.set(part.callID, [output]);
-      else known.push(output);
+      if (known === undefined) outputs.set(part.callID, [kept]);
+      else known.push(kept);
     }
   }
   return outputs;
