@@ -31,16 +31,34 @@ export interface ComposeExtras {
 /**
  * A file version's doc is a pure function of an immutable record, cheap to make again (linear),
  * while its units cost far more memory than its text: each version keeps a small doc (its path and
- * unit count), and only the units of the most recently used are kept, enough for a block of a few
- * hundred files (every block names all of a session's files: with 64, a `delivery: "system"`
- * session of 220 files made every doc again at each new directory, 14.5 ms a step against 4.6-5.1
- * with more; 512 cost the RSS benchmark's session 2.5-2.9 MiB of heap). A plan asks for the units
- * only of the docs it shows or cuts: a compaction copy of 2,000 files, which names most of them,
- * made every doc's units again (70% of its 110 ms of blocked loop). What is expensive to learn, the
- * exact counts (a separate process), is kept as long as the version lives.
+ * unit count), and only the units of the most recently used are kept. A plan asks for the units only
+ * of the docs it shows or cuts: a compaction copy of 2,000 files, which names most of them, made
+ * every doc's units again (70% of its 110 ms of blocked loop). What is expensive to learn, the exact
+ * counts (a separate process), is kept as long as the version lives.
+ *
+ * How many are kept follows the one block made again and again from the same files: the system
+ * block of `delivery: "system"`, which shows the same docs at every step (a session of 220 files
+ * kept with 64 made every doc again at each new directory, 14.5 ms a step against 4.6-5.1). Room
+ * for twice what the latest system block showed, and MIN_KEPT_UNITS at least: a stable session's
+ * deliveries show each file once, and 256 kept for them cost the RSS benchmark's session about
+ * 5 MiB for nothing.
  */
-const MAX_DOCS = 256;
-const unitsCache = lruCache<FileVersion, readonly string[]>(MAX_DOCS);
+const MIN_KEPT_UNITS = 32;
+const MAX_KEPT_UNITS = 4096;
+let unitsRoom = MIN_KEPT_UNITS;
+const unitsCache = lruCache<FileVersion, readonly string[]>(MAX_KEPT_UNITS);
+
+function keepUnits(file: FileVersion, units: readonly string[]): void {
+  unitsCache.set(file, units);
+  while (unitsCache.size > unitsRoom) unitsCache.pop();
+}
+
+/** A system block showed `shown` docs whole or cut: the next one will want their units again. */
+function roomForSystemBlock(shown: number): void {
+  unitsRoom = Math.min(MAX_KEPT_UNITS, Math.max(MIN_KEPT_UNITS, 2 * shown));
+  while (unitsCache.size > unitsRoom) unitsCache.pop();
+}
+
 const docs = new WeakMap<FileVersion, Doc>();
 const counts = new WeakMap<FileVersion, Int32Array>();
 const counting = new WeakMap<FileVersion, Promise<Int32Array>>();
@@ -58,12 +76,12 @@ class VersionDoc implements Doc {
     this.key = file.path;
     this.rel = file.rel;
     this.size = units.length;
-    unitsCache.set(file, units);
+    keepUnits(file, units);
   }
 
   get units(): readonly string[] {
     let units = unitsCache.get(this.file);
-    if (units === undefined) unitsCache.set(this.file, (units = unitsOf(this.file.body)));
+    if (units === undefined) keepUnits(this.file, (units = unitsOf(this.file.body)));
     return units;
   }
 }
@@ -71,6 +89,7 @@ class VersionDoc implements Doc {
 /** Lets go of every doc's units (a plugin disposed: their file texts with them). */
 export function clearDocs(): void {
   unitsCache.clear();
+  unitsRoom = MIN_KEPT_UNITS;
 }
 
 export function docOf(file: FileVersion): Doc {
@@ -136,7 +155,9 @@ export async function compose(
       if (piece.item === undefined) tokens += textBound(piece.text);
       else tokens += contentTokens(input.items[piece.item]!, piece.units ?? 0);
     }
-    return { text: pieces.map((piece) => piece.text).join(""), tokens, entries: renderedEntries(input, result) };
+    const entries = renderedEntries(input, result);
+    if (kind === "system") roomForSystemBlock(entries.filter((entry) => entry.state === "whole" || entry.state === "cut").length);
+    return { text: pieces.map((piece) => piece.text).join(""), tokens, entries };
   }
 }
 

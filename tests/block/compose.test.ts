@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { compose } from "../../plugin/block/compose.ts";
+import { clearDocs, compose, docOf } from "../../plugin/block/compose.ts";
 import { disposeTokens, tokenStats } from "../../plugin/block/tokens.ts";
 import type { FileVersion } from "../../plugin/files/contained.ts";
 import { recordingLogger } from "../files/helpers.ts";
@@ -52,5 +52,38 @@ describe("exact counts asked for in slices", () => {
     expect(log.lines.filter((line) => line.message.includes("could not count tokens"))).toHaveLength(1);
     // Counts asked for after the kill started a new counter: let go of it (other files expect none).
     await disposeTokens();
+  });
+});
+
+describe("the units kept in memory", () => {
+  const version = (i: number): FileVersion => {
+    const body = `# Package ${i}\n\n- rule ${i}: keep the tests green.\n`;
+    return Object.freeze({ path: `/k/p${i}/AGENTS.md`, dir: `/k/p${i}`, rel: `p${i}/AGENTS.md`, raw: body, body, frontmatter: {}, root: false, sha256: `k${i}`, size: body.length, truncated: false, mtimeMs: 0 });
+  };
+
+  test("deliveries, which show each file once, leave the units of the latest few only (256 were kept for them: about 5 MiB of the RSS benchmark)", async () => {
+    clearDocs();
+    const files = Array.from({ length: 100 }, (_, i) => version(i));
+    const made: (readonly string[])[] = [];
+    for (const file of files) {
+      await compose("delivery", [{ file, tier: 0 }], 6000, recordingLogger());
+      made.push(docOf(file).units);
+    }
+    // The latest are kept (the same arrays), the first ones were let go and are made again on demand, equal.
+    expect(docOf(files[99]!).units).toBe(made[99]!);
+    const again = docOf(files[0]!).units;
+    expect(again).not.toBe(made[0]!);
+    expect(again).toEqual(made[0]!);
+  });
+
+  test("a system block, made again at every step with delivery \"system\", keeps the units of every file it shows, however many", async () => {
+    clearDocs();
+    const items = Array.from({ length: 300 }, (_, i) => ({ file: version(1000 + i), tier: 0 }));
+    const first = await compose("system", items, 100_000, recordingLogger());
+    expect(first.entries.filter((entry) => entry.state === "whole")).toHaveLength(300);
+    const made = items.map(({ file }) => docOf(file).units);
+    const second = await compose("system", items, 100_000, recordingLogger());
+    expect(second.text).toBe(first.text);
+    items.forEach(({ file }, i) => expect(docOf(file).units).toBe(made[i]!));
   });
 });
