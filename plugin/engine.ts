@@ -564,7 +564,9 @@ export class Engine {
       }
       if (!compacted) continue;
       session.compactions.lastSummary = summary;
-      session.compactions.seen++;
+      // Every compaction started so far is over (the main loop goes on after it): this summary covers
+      // them all, their events included, late ones too.
+      session.compactions.seen = Math.max(session.compactions.seen + 1, session.compactions.hooked);
       const { messages: userMessages, outputs } = kept();
       const showing = new Map<string, (path: string) => boolean>();
       session.present = (carrier, path) => {
@@ -603,6 +605,7 @@ export class Engine {
     const session = this.sessions.get(sessionID);
     // The compaction's own request follows, with the messages it summarizes only: no prune is judged on them.
     session.compacting = true;
+    session.compactions.hooked++;
     await this.restore(session);
     const hierarchy = await this.fresh(session, true);
     return (await this.compose("compaction", this.items(session, hierarchy, () => true), this.settings.options.compactionTokens)).text;

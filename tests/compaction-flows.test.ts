@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { Host } from "./helpers/conversation.ts";
 import { projects, sectionPaths, type Started } from "./helpers/harness.ts";
 
 const open = projects();
@@ -145,5 +146,38 @@ describe("a compaction whose event arrives after the next main step's messages.t
     const block = await plugin.step(s);
     await plugin.hooks.event!({ event: { type: "session.compacted", properties: { sessionID: s } } } as never);
     expect(sectionPaths(block)).toContain("services/api/AGENTS.md");
+  });
+});
+
+describe("compactions with no main request between them, then one whose event comes late (found in review)", () => {
+  test("the step after the later compaction has the whole hierarchy, and its late event rebuilds nothing", async () => {
+    const plugin = await open("monorepo");
+    const h = new Host(plugin.hooks, "s");
+    await h.user("go");
+    await h.request();
+    await h.tools([{ tool: "read", args: { filePath: "services/api/src/server.ts" } }]);
+    await h.request();
+    // Two /compact in a row: two hooks and two events, and the main loop shows only the latest summary.
+    await h.compact();
+    await h.compact();
+    await h.user("more");
+    await h.request();
+    const { out } = await h.tools([{ tool: "read", args: { filePath: "apps/web/src/App.tsx" } }]);
+    expect(sectionPaths(out[0])).toEqual(["apps/web/AGENTS.md"]);
+    await h.request();
+    // A third compaction summarizes that output away; its event comes after the next main step's messages.transform.
+    await plugin.compact("s");
+    await plugin.hooks["experimental.chat.system.transform"]!({ sessionID: "s", model: {} as never }, { system: ["You are a context summarization agent."] });
+    const c = h.msg("user");
+    c.parts.push({ id: h.nextId("prt"), type: "compaction" });
+    const s = h.msg("assistant", { summary: true });
+    s.parts.push({ id: h.nextId("prt"), type: "text", text: "summary" });
+    h.messages = [c, s];
+    const block = (await h.request()).system[1];
+    expect(sectionPaths(block)).toContain("apps/web/AGENTS.md");
+    await plugin.hooks.event!({ event: { type: "session.compacted", properties: { sessionID: "s" } } } as never);
+    await h.tools([{ tool: "read", args: { filePath: "apps/web/src/App.tsx" } }]);
+    // Byte-identical until the next compaction: the late event was that compaction's, no news.
+    expect((await h.request()).system[1]).toBe(block);
   });
 });

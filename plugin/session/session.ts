@@ -53,9 +53,11 @@ export class Session {
   /**
    * Compactions seen through `messages.transform` (a new summary message) and through the
    * `session.compacted` event, and how many of them a rebuild has handled: whichever comes first
-   * asks for the rebuild, the other one is then no news.
+   * asks for the rebuild, the other one is then no news. `hooked`: compactions the compacting hook
+   * started; a new summary covers every one of them (the messages show only the latest summary, so
+   * two compactions with no main request between them are one summary seen, and two events).
    */
-  compactions = { seen: 0, evented: 0, handled: 0, lastSummary: "" };
+  compactions = { seen: 0, evented: 0, handled: 0, hooked: 0, lastSummary: "" };
   /** Set by the compacting hook: the next messages OpenCode shows of the session are the compaction agent's (cleared by them, the compaction's event, or a main step). */
   compacting = false;
   /** Carriers with a part OpenCode pruned, judged for what their other parts still show, and their parts then (pruned/kept). */
