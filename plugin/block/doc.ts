@@ -97,34 +97,45 @@ function rank(units: readonly string[]): Uint8Array {
 interface Fence {
   readonly char: string;
   readonly length: number;
+  /** Columns of indentation before the opening run. */
+  readonly indent: number;
 }
 
 /**
  * CommonMark's fence, with any indentation (fences indented inside list items are common, and a
- * false fence only makes cuts more careful): 3+ backticks or tildes; a backtick fence's info string
+ * false opener only makes cuts more careful): 3+ backticks or tildes; a backtick fence's info string
  * has no backtick.
  */
 function openingFence(line: string): Fence | undefined {
   const run = fenceRun(line);
   if (run === undefined) return undefined;
   if (run.char === "`" && line.indexOf("`", run.end) !== -1) return undefined;
-  return { char: run.char, length: run.end - run.start };
+  return { char: run.char, length: run.end - run.start, indent: run.indent };
 }
 
-/** Closed by a run of the same character at least as long, with nothing but blanks after it. */
+/**
+ * Closed by a run of the same character at least as long, with nothing but blanks after it,
+ * indented at most max(3, the opener's indentation) columns. CommonMark allows a closer 3 columns
+ * past its container's content, which starts 0-3 columns before the opener: that depth closes the
+ * fence whatever the container. A deeper run is the code's own text (a nested example's fence):
+ * taken as the close, it made cuts legal inside the fence still open, leaving it open over the note.
+ */
 function closesFence(line: string, fence: Fence): boolean {
   const run = fenceRun(line);
-  return run !== undefined && run.char === fence.char && run.end - run.start >= fence.length && line.slice(run.end).trim() === "";
+  return (
+    run !== undefined && run.char === fence.char && run.end - run.start >= fence.length && run.indent <= Math.max(3, fence.indent) && line.slice(run.end).trim() === ""
+  );
 }
 
-function fenceRun(line: string): { char: string; start: number; end: number } | undefined {
+function fenceRun(line: string): { char: string; start: number; end: number; indent: number } | undefined {
   let start = 0;
-  while (line[start] === " " || line[start] === "\t") start++;
+  let indent = 0;
+  for (; line[start] === " " || line[start] === "\t"; start++) indent = line[start] === "\t" ? indent + 4 - (indent % 4) : indent + 1;
   const char = line[start];
   if (char !== "`" && char !== "~") return undefined;
   let end = start;
   while (line[end] === char) end++;
-  return end - start >= 3 ? { char, start, end } : undefined;
+  return end - start >= 3 ? { char, start, end, indent } : undefined;
 }
 
 function isHeading(line: string): boolean {

@@ -63,13 +63,18 @@ function cutsEscape(text: string, at: number): boolean {
   });
 }
 
-/** Whether `text` ends inside an open ``` or ~~~ fence: written apart from doc.ts, line by line. */
+/**
+ * Whether `text` ends inside an open ``` or ~~~ fence: written apart from doc.ts, line by line. An
+ * opener may be indented any amount (inside a list item); a closer at most 3 columns past the
+ * container's content, so no deeper than max(3, the opener's indentation).
+ */
 function endsInFence(text: string): boolean {
-  let fence: string | undefined;
+  let fence: { run: string; indent: number } | undefined;
+  const columns = (blanks: string) => [...blanks].reduce((column, blank) => (blank === "\t" ? column + 4 - (column % 4) : column + 1), 0);
   for (const line of text.split("\n")) {
-    const run = /^[ \t]*(`{3,}|~{3,})(.*)$/.exec(line);
-    if (fence === undefined && run && !(run[1]![0] === "`" && run[2]!.includes("`"))) fence = run[1];
-    else if (fence !== undefined && run && run[1]![0] === fence[0] && run[1]!.length >= fence.length && run[2]!.trim() === "") fence = undefined;
+    const run = /^([ \t]*)(`{3,}|~{3,})(.*)$/.exec(line);
+    if (fence === undefined && run && !(run[2]![0] === "`" && run[3]!.includes("`"))) fence = { run: run[2]!, indent: columns(run[1]!) };
+    else if (fence !== undefined && run && run[2]![0] === fence.run[0] && run[2]!.length >= fence.run.length && columns(run[1]!) <= Math.max(3, fence.indent) && run[3]!.trim() === "") fence = undefined;
   }
   return fence !== undefined;
 }
@@ -249,6 +254,20 @@ describe("plan", () => {
     expect([...boundaries(doc)]).toEqual([0, 2, 2, 3, 2, 0, 0, 0, 2, 4, 2, 1, 4]);
     const unclosed = toDoc("b", "AGENTS.md", "intro\n~~~~\ncode\n~~~\nmore\n");
     expect([...boundaries(unclosed)]).toEqual([0, 2, 0, 0, 0, 4]);
+  });
+
+  test("boundaries: a fence run indented deeper than a closer can be is the fence's text, not its end", () => {
+    // A markdown template whose nested list shows a fence 8 columns in: CommonMark keeps the ```md
+    // fence open past it (a closer is indented 3 columns at most past its container's content). Cut
+    // after it, the block's note and closing tag were inside the template's open fence.
+    const lines = ["Template:", "```md", "1. Install", "    - run:", "        ```sh", "        npm ci", "        ```", "2. Test", "3. Ship", "```", "after"];
+    const doc = toDoc("a", "AGENTS.md", lines.join("\n"));
+    const ranks = [...boundaries(doc)];
+    expect(ranks).toEqual([0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 2, 4]);
+    ranks.forEach((rank, k) => rank > 0 && k < doc.units.length && expect(endsInFence(doc.units.slice(0, k).join(""))).toBe(false));
+    // A tab is 4 columns; a fence opened inside a list item closes at its own indentation.
+    expect([...boundaries(toDoc("b", "AGENTS.md", "```\n\t```\nx\n```\ny"))]).toEqual([0, 0, 0, 0, 2, 4]);
+    expect([...boundaries(toDoc("c", "AGENTS.md", "- a\n    - b\n      ```sh\n      npm ci\n      ```\nnext"))]).toEqual([0, 2, 2, 0, 0, 2, 4]);
   });
 
   test("boundaries: never inside an escape, wherever the line's 256-character chunks fall", () => {
