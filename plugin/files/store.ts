@@ -567,8 +567,10 @@ export class FileStore {
     if (record.skipped.some((skip) => skip.unannounced === true)) this.markDirty(dir);
     // A context file that is a symlink to another directory's file, or to a file of another name here
     // (AGENTS.md -> GUIDE.md): an edit of its target makes no event a watch on it would take for it.
+    // Nor does its target's making, for a name that is a symlink and gave no file (dangling, leading
+    // out of the worktree, or to something not a file): its way may change anywhere.
     const indirect = (version: FileVersion | null) => version !== null && (dirname(version.path) !== dir || !this.names.has(basename(version.path)));
-    if (indirect(record.file) || indirect(record.local) || record.signature.includes(":linked")) this.alwaysDue.add(dir);
+    if (indirect(record.file) || indirect(record.local) || record.signature.includes(":linked") || record.signature.includes(":symlink")) this.alwaysDue.add(dir);
     else this.alwaysDue.delete(dir);
   }
 
@@ -620,13 +622,20 @@ export class FileStore {
       return "-";
     }
     for (const { name } of this.candidates) {
+      const path = dir + sep + name;
+      // ":symlink": the name is a link, dangling or leading out maybe (see alwaysDue). Not a second
+      // stat for the names that are not links (most are absent).
+      let link = false;
       try {
-        const info = statSync(dir + sep + name, { throwIfNoEntry: false });
+        let info = lstatSync(path, { throwIfNoEntry: false });
+        link = info?.isSymbolicLink() === true;
+        if (link) info = statSync(path, { throwIfNoEntry: false });
         // ":linked": the file has other hard links (see alwaysDue).
         signature += info === undefined ? "|-" : `|${info.ino}:${info.size}:${info.mtimeMs}:${info.ctimeMs}:${info.isFile() ? "f" : "o"}${info.nlink > 1 ? ":linked" : ""}`;
       } catch (error) {
         signature += `|!${(error as NodeJS.ErrnoException).code ?? ""}`;
       }
+      if (link) signature += ":symlink";
     }
     return signature;
   }

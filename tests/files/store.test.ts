@@ -328,6 +328,27 @@ for (const events of ["inotify", "fs.watch"] as const) describe(`freshness (even
     expect(await bodies(store, start)).toEqual(["root\n", "ab\n", "real2\n"]);
   });
 
+  test("an AGENTS.md symlink that leads nowhere yet, or out of the worktree: its target made (or the outside path pointed back inside) is served at the next settle (found in review)", async () => {
+    const { root, store, start, walk } = setUpHere();
+    const outside = scratch.dir();
+    scratch.write(outside, { "out.md": "OUTSIDE\n" });
+    // c: a dangling link (a generated doc not written yet); b: a link leading out, refused.
+    symlinkSync("../../../docs/c.md", join(root, "a/b/c/AGENTS.md"));
+    unlinkSync(join(root, "a/b/AGENTS.md"));
+    symlinkSync(join(outside, "out.md"), join(root, "a/b/AGENTS.md"));
+    await store.settle(walk);
+    expect(await bodies(store, start)).toEqual(["root\n"]);
+    await watchesStarted();
+    await Bun.sleep(QUIET_GAP_MS);
+    await store.settle(walk);
+    // Neither change is an event in a/b or a/b/c.
+    scratch.write(root, { "docs/c.md": "generated\n", "docs/b.md": "b inside\n" });
+    unlinkSync(join(outside, "out.md"));
+    symlinkSync(join(root, "docs/b.md"), join(outside, "out.md"));
+    await store.settle(walk);
+    expect(await bodies(store, start)).toEqual(["root\n", "b inside\n", "generated\n"]);
+  });
+
   for (const leaves of [10, 40]) {
     test(`an edit of a directory that ${leaves} cached chains go through reaches every one of them, after one of them was dropped and made again`, async () => {
       const root = scratch.dir();
