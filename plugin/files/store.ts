@@ -773,12 +773,19 @@ export class FileStore {
     }
   }
 
-  /** Every inotify watch's listener (one function, not one per directory). */
-  private readonly onDirEvent = (dir: string, name: string): void => this.onEvent(dir, name);
+  /** Every inotify watch's listener (one function, not one per directory): it tells the directory going from an entry of the same name. */
+  private readonly onDirEvent = (dir: string, name: string, self: boolean): void => this.onEvent(dir, name, self);
 
-  private onEvent(dir: string, filename: string | Buffer | null): void {
+  /**
+   * `self`: whether the event is the watched directory's own (inotify says); undefined with fs.watch,
+   * which reports that under the directory's name, so an entry of that name counts as it too.
+   */
+  private onEvent(dir: string, filename: string | Buffer | null, self?: boolean): void {
     if (this.disposed) return;
     if (filename === null) return this.markDirty(dir);
+    // The watched directory itself went (or was renamed): with inotify nothing else; a file named like
+    // it (the binary `go build` writes into the module's root) was a structure pass over everything below.
+    if (self === true) return this.structureChanged(dir);
     const name = String(filename);
     const child = dir === sep ? sep + name : dir + sep + name;
     if (this.names.has(name)) {
@@ -793,8 +800,8 @@ export class FileStore {
     if (this.records.has(child) || this.watched.has(child) || this.startsBelow(child)) this.structureChanged(child);
     // A missing directory waited for (or a file where a path went on): only its making counts, not an edit of the file.
     else if (this.missing.has(child) && realAndStat(child)?.[1] === true) this.structureChanged(child);
-    // The watched directory itself going (or renamed) is reported under its own name.
-    if (name === basename(dir)) this.structureChanged(dir);
+    // fs.watch reports the watched directory itself going (or renamed) under its own name.
+    if (self === undefined && name === basename(dir)) this.structureChanged(dir);
   }
 
   /**
