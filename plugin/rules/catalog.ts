@@ -95,6 +95,13 @@ export class Catalog {
   private readonly ruleDirs = new Set<string>();
   /** With no watches: what stat said of each file of a rule directory that is no entry, when it was last listed. */
   private readonly listed = new Map<string, string>();
+  /**
+   * Entries that went while their path stayed a symlink (its target deleted, moved, or now out of the
+   * worktree), with what stat said through the link then: the target's return is an event where the
+   * target is, not where the link is, so each is stat'd at every refresh and read again when that
+   * changes. Never more than the entries that were links.
+   */
+  private readonly dangling = new Map<string, string>();
   /** Watched directories that went or are other ones now: watched again when they are there. */
   private readonly gone = new Set<string>();
   /** The queue overflowed, or a watched directory went or is another one now: every entry is stat'd at the next refresh. */
@@ -269,6 +276,19 @@ export class Catalog {
     // With no watches (option watch false), a rule file new in a rule directory is found by listing it
     // (one that is no entry is read again only when stat says it changed).
     if (!this.options.watch) for (const dir of this.ruleDirs) this.listRuleDir(dir);
+    for (const [path, print] of this.dangling) {
+      this.refreshStats++;
+      // No link there any more: a file put at its path is an event of its own directory's watch (or a listing).
+      if (statOrUndefined(path, false)?.isSymbolicLink() !== true) {
+        this.dangling.delete(path);
+        continue;
+      }
+      const now = statPrint(path);
+      if (now === print) continue;
+      // Read once for this change (a target back with no mode to load by stays a link to look at).
+      this.dangling.set(path, now);
+      this.pending.add(path);
+    }
     const named = [...this.pending];
     this.pending.clear();
     let sliceEnd = performance.now() + SLICE_MS;
@@ -426,8 +446,13 @@ export class Catalog {
       if (entry !== undefined && this.inotify !== undefined) this.unsure.add(path);
       return;
     }
-    if (entry === undefined) this.entries.delete(path);
-    else this.entries.set(path, entry);
+    if (entry === undefined) {
+      this.entries.delete(path);
+      if (before !== undefined && statOrUndefined(path, false)?.isSymbolicLink() === true) this.dangling.set(path, statPrint(path));
+    } else {
+      this.entries.set(path, entry);
+      this.dangling.delete(path);
+    }
     if (entry !== undefined && this.inotify !== undefined) this.unsure.add(path);
     this.ranker = undefined;
     this.version++;

@@ -418,6 +418,25 @@ describe("catalog: freshness with inotify (Linux)", () => {
     }
   });
 
+  for (const watch of [true, false]) test.skipIf(watch && !LINUX)(`an entry that is a symlink whose target goes (a branch without it) comes back with its target, with no event where the link is (watch: ${watch}; found in review)`, async () => {
+    const root = scratch.dir();
+    scratch.write(root, { "shared/rules.md": always("# v1"), "other/AGENTS.md": always("# other"), ".opencode/rules/x.md": "# x\n" });
+    mkdirSync(join(root, "a"));
+    symlinkSync(join(root, "shared/rules.md"), join(root, "a/AGENTS.md"));
+    symlinkSync(join(root, "shared/rules.md"), join(root, ".opencode/rules/linked.md"));
+    const catalog = await build(root, undefined, watch);
+    await catalog.refresh(performance.now());
+    expect(catalog.get(join(root, "a/AGENTS.md"))?.file.body).toBe("# v1\n");
+    rmSync(join(root, "shared/rules.md"));
+    await catalog.refresh(performance.now());
+    expect(catalog.get(join(root, "a/AGENTS.md"))).toBeUndefined();
+    expect(catalog.get(join(root, ".opencode/rules/linked.md"))).toBeUndefined();
+    writeFileSync(join(root, "shared/rules.md"), always("# v2"));
+    await catalog.refresh(performance.now());
+    expect(catalog.get(join(root, "a/AGENTS.md"))?.file.body).toBe("# v2\n");
+    expect(catalog.get(join(root, ".opencode/rules/linked.md"))?.file.body).toBe("# v2\n");
+  });
+
   // Each found by a helper's review of the first version (which had the old code's stat of every entry to live up to).
   test.skipIf(!LINUX)("an ancestor of a watched directory renamed and a copy put back: the copy's edits are seen (a watch follows its inode)", async () => {
     const root = scratch.dir();
