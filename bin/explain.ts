@@ -19,10 +19,13 @@ import { readContained } from "../plugin/files/contained.ts";
 import { createLogger } from "../plugin/log.ts";
 import { isInside } from "../plugin/paths.ts";
 import { DEFAULT_OPTIONS, resolveOptions } from "../plugin/options.ts";
+import { terminalJson, terminalSafe, terminalText } from "../plugin/terminal.ts";
 import { defaultRecordsDir, isSessionId, MAX_RECORDS_BYTES, parseRecords, RECORDS_VERSION, recordsPath, type RequestRecord } from "../plugin/records/format.ts";
 
 /** Requests shown when --last is not given: a long session holds thousands, and the last few are what a user debugs. */
 const DEFAULT_LAST = 20;
+
+export { terminalJson, terminalSafe };
 
 const USAGE = `usage: explain [dir] [--touch <path>]... [--worktree <dir>] [options]
        explain --session <id> [--records <dir>] [--last N | --all] [--json]
@@ -115,13 +118,13 @@ async function realDirectory(path: string): Promise<string | undefined> {
 async function explainTree(dir: string | undefined, values: TreeValues): Promise<number> {
   const directory = await realDirectory(dir ?? ".");
   if (directory === undefined) {
-    console.error(`explain: no such directory: ${dir}`);
+    console.error(`explain: no such directory: ${terminalSafe(String(dir))}`);
     return 2;
   }
   // Real, as the session directory is (OpenCode passes both real): a worktree given through a symlink would hold no touch.
   const worktree = values.worktree === undefined ? await gitRoot(directory) : await realDirectory(values.worktree);
   if (worktree === undefined || !isInside(directory, worktree)) {
-    console.error(worktree === undefined ? `explain: no such directory: ${values.worktree}` : `explain: the worktree ${worktree} does not hold ${directory}`);
+    console.error(worktree === undefined ? `explain: no such directory: ${terminalSafe(String(values.worktree))}` : `explain: the worktree ${terminalSafe(worktree)} does not hold ${terminalSafe(directory)}`);
     return 2;
   }
   const given: Record<string, unknown> = { watch: false };
@@ -152,10 +155,10 @@ async function explainTree(dir: string | undefined, values: TreeValues): Promise
     const header = ["You are OpenCode.", ...hostFiles.map((file) => `Instructions from: ${join(worktree, file.rel)}\n${file.raw}`)].join("\n");
     const host = new Set(hostFiles.map((file) => file.path));
 
-    console.log(`Session directory: ${directory}`);
-    console.log(`Worktree:          ${worktree}`);
+    console.log(`Session directory: ${terminalSafe(directory)}`);
+    console.log(`Worktree:          ${terminalSafe(worktree)}`);
     console.log(`Delivery:          ${options.delivery}`);
-    console.log(`Touched:           ${values.touch.length === 0 ? "(nothing yet)" : values.touch.join(", ")}\n`);
+    console.log(`Touched:           ${values.touch.length === 0 ? "(nothing yet)" : values.touch.map(terminalSafe).join(", ")}\n`);
 
     const first = await engine.system(session, [header]);
     const rides: string[] = [];
@@ -195,18 +198,18 @@ async function explainTree(dir: string | undefined, values: TreeValues): Promise
       console.log(`  ${terminalSafe(entry.rel)}  ${entry.include}: ${how}${entry.description === undefined ? "" : `; ${terminalSafe(entry.description)}`}`);
     }
     console.log(`\nThe system block at the session's start (${options.delivery === "stable" ? "frozen until the next compaction" : "rebuilt every step"}):`);
-    console.log(first === "" ? "(nothing: every file that applies is already in OpenCode's own prompt)" : first);
+    console.log(first === "" ? "(nothing: every file that applies is already in OpenCode's own prompt)" : terminalText(first));
     if (options.delivery === "stable") {
       values.touch.forEach((path, i) => {
-        console.log(`\nAppended to the output of the tool call that touched ${path}:`);
-        console.log(rides[i] === "" ? "(nothing new)" : rides[i]);
+        console.log(`\nAppended to the output of the tool call that touched ${terminalSafe(path)}:`);
+        console.log(rides[i] === "" ? "(nothing new)" : terminalText(rides[i] ?? ""));
       });
     } else {
       console.log(`\nThe system block after the touches (${system.tokens} of ${options.systemTokens} tokens):`);
-      console.log(system.text === "" ? "(nothing)" : system.text);
+      console.log(system.text === "" ? "(nothing)" : terminalText(system.text));
     }
     console.log(`\nThe compaction copy (${compaction.tokens} of ${options.compactionTokens} tokens):`);
-    console.log(compaction.text === "" ? "(nothing)" : compaction.text);
+    console.log(compaction.text === "" ? "(nothing)" : terminalText(compaction.text));
     return 0;
   } finally {
     await engine.dispose();
@@ -421,33 +424,6 @@ export function sinceRecorded(realWorktree: string, path: string, sha256: string
   if (outcome.kind === "absent") return "deleted since";
   if (outcome.kind === "skip") return `unreadable since: ${outcome.skip.reason}`;
   return outcome.version.sha256 === sha256 ? undefined : "changed since";
-}
-
-/**
- * Characters a terminal acts on or a reader cannot see: controls (ESC starts a terminal command, CR
- * rewrites the line, C1's CSI is one byte of ESC [), format characters (bidi overrides show text in
- * another order), line separators, lone surrogates, default-ignorable code points; and the
- * backslash, escaped too so that an escaped text reads back as exactly one original.
- */
-const UNSAFE = /[\\\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}]/gu;
-const NAMED_ESCAPES: Readonly<Record<string, string>> = { "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t" };
-
-/** `value` safe to print to a terminal: every character of UNSAFE written as an escape (`\x1b`, `\u{202e}`, `\n`, `\\`). */
-export function terminalSafe(value: string): string {
-  return value.replace(UNSAFE, (char) => {
-    const code = char.codePointAt(0) ?? 0;
-    return NAMED_ESCAPES[char] ?? (code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u{${code.toString(16)}}`);
-  });
-}
-
-/** What JSON.stringify leaves raw that a terminal acts on or hides (it escapes C0 controls and lone surrogates itself). */
-const JSON_UNSAFE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}]/gu;
-
-/** `value` as one line of JSON that is safe to print to a terminal: what JSON leaves raw and a terminal would act on is `\uXXXX`. */
-export function terminalJson(value: unknown): string {
-  return (JSON.stringify(value) ?? "null").replace(JSON_UNSAFE, (char) =>
-    Array.from({ length: char.length }, (_, i) => `\\u${char.charCodeAt(i).toString(16).padStart(4, "0")}`).join(""),
-  );
 }
 
 interface SessionArgs {
