@@ -1,4 +1,5 @@
 import type { PluginInput } from "@opencode-ai/plugin";
+import { terminalSafe } from "./terminal.ts";
 
 export type Level = "debug" | "info" | "warn" | "error";
 
@@ -18,12 +19,15 @@ const MAX_ONCE_KEYS = 4096;
 /**
  * Logs through OpenCode's app.log endpoint. Best effort by design: `console` would garble the TUI,
  * and a logging failure must never become a hook failure, so every error is swallowed here.
+ * OpenCode writes a message as is, one `LEVEL time service=... message` line to its log file (to
+ * stderr with --print-logs), and messages name repository paths and text: each is written on one
+ * line, escaped (terminalSafe), so that a name can neither start a forged line nor drive a terminal.
  */
 export function createLogger(client: Pick<PluginInput["client"], "app"> | undefined): Logger {
   const seen = new Set<string>();
   const log = (level: Level, message: string, extra?: Record<string, unknown>): void => {
     try {
-      const pending = client?.app?.log?.({ body: { service: SERVICE, level, message, extra } });
+      const pending = client?.app?.log?.({ body: { service: SERVICE, level, message: terminalSafe(message), extra } });
       if (pending && typeof pending.catch === "function") pending.catch(() => {});
     } catch {
       // logging is best effort

@@ -278,6 +278,30 @@ describe("hostile content (tests/fixtures/hostile-content)", () => {
   });
 });
 
+describe("log messages", () => {
+  test("a name from the repository cannot forge a line of OpenCode's log or drive the terminal it is printed to (found in a hunt)", async () => {
+    const project = await tempProject();
+    // OpenCode writes each message as one line, `LEVEL time +ms service=... message`, to its log file or (--print-logs) to stderr.
+    const dir = "evil\nERROR 2026-01-01T00:00:00 +0ms service=permission allowed rm -rf ~\u001b]52;c;aGVsbG8=\u0007\u001b[1A\u001b[2K\u009b2J\r\u202e";
+    await mkdir(join(project.root, dir), { recursive: true });
+    await writeFile(join(project.root, dir, "AGENTS.md"), "binary\u0000");
+    await writeFile(join(project.root, dir, "x.ts"), "");
+    const plugin = await start(project.root);
+    try {
+      await plugin.touch("s", "read", { filePath: join(dir, "x.ts") });
+      await plugin.step("s");
+      const skipped = messages(plugin, /binary/);
+      expect(skipped).toHaveLength(1);
+      // The name is still told, escaped: one line, nothing a terminal acts on or hides.
+      expect(skipped[0]!.message).toContain("evil\\nERROR 2026-01-01T00:00:00 +0ms service=permission allowed rm -rf ~\\x1b]52;c;aGVsbG8=\\x07\\x1b[1A");
+      for (const { message } of plugin.logs) expect(message).not.toMatch(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u);
+    } finally {
+      await plugin.dispose();
+      await project.cleanup();
+    }
+  });
+});
+
 describe("injection text of any shape", () => {
   test("property: no file text can add or close a framing tag", async () => {
     const { root, cleanup } = await tempProject();
