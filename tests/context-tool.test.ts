@@ -282,6 +282,24 @@ test("a failed update's error names the file's path escaped, on one line: direct
   expect(await readFile(file, "utf8")).toBe("# T\n\n## X\nold\n");
 });
 
+test("list shows names and descriptions with terminal controls replaced: OpenCode's TUI writes a tool's text to the terminal as is (found in a hunt)", async () => {
+  const dir = "pkg\u001b]52;c;aGVsbG8=\u0007\u001b[1A\u001b[2K\u009b2J\u0008";
+  const plugin = await openProject(undefined, {}, {
+    files: {
+      "AGENTS.md": "# root\n",
+      [`${dir}/AGENTS.md`]: "# pkg\n",
+      [`${dir}/x.ts`]: "",
+      ".opencode/rules/r.md": '---\ninclude: manual\ndescription: "forged\\e[1A\\e[2K\\a\\x9b"\n---\nbody\n',
+    },
+  });
+  await plugin.step("ses_c");
+  await readTool(plugin, "ses_c", `${dir}/x.ts`);
+  const list = await contextTool(plugin, "ses_c", { action: "list" });
+  expect(list).toContain("- pkg\uFFFD]52;c;aGVsbG8=\uFFFD\uFFFD[1A\uFFFD[2K\uFFFD2J\uFFFD/AGENTS.md: direct");
+  expect(list).toContain(": manual, not loaded (load it with this tool): forged\uFFFD[1A\uFFFD[2K\uFFFD\uFFFD");
+  expect(list).not.toMatch(/(?!\n)\p{Cc}/u);
+});
+
 describe("steering from the TUI", () => {
   test("a load the TUI wrote is applied at the session's next step; an unload of a pin undoes it", async () => {
     const setup = await withRecords({ delivery: "system" });

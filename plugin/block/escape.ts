@@ -192,10 +192,17 @@ export function escapeAttribute(path: string): string {
   return sanitize(path).replace(/[&"<>\uff06\ufe60\uff02\uff1c\ufe64\uff1e\ufe65]|[\n\v\f\r\x85\u2028\u2029]/g, (char) => ATTRIBUTE_ESCAPES[char] ?? " ");
 }
 
-/** A path made safe inside a one-line note: no line breaks, no tags. */
+/**
+ * A path made safe inside a one-line note: no line breaks, no tags, and no other control character
+ * (ESC, BEL, BS, C1's CSI...): written U+FFFD, as the TUI module shows them. The tool's text is shown
+ * by OpenCode's TUI, which writes a text's control characters to the terminal as they are.
+ */
 export function escapeInline(text: string): string {
-  return escapeText(sanitize(text).replace(/[\n\v\f\r\x85\u2028\u2029]/g, " "));
+  return escapeText(sanitize(text).replace(INLINE_UNSAFE, (char) => (isLineBreak(char.charCodeAt(0)) ? " " : "\uFFFD")));
 }
+
+/** Line breaks (a space in a note) and every other control character but the tab (U+FFFD). */
+const INLINE_UNSAFE = /[\u2028\u2029]|(?!\t)\p{Cc}/gu;
 
 /** A file's text as the model gets it: invisibles removed, tags and markers neutralized, no trailing whitespace. */
 export function modelText(body: string): string {
