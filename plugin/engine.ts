@@ -377,7 +377,7 @@ export class Engine {
       const room = this.settings.options.systemTokens - (session.notices.length === 0 ? 0 : this.noticeReserve("system", items, this.settings.options.systemTokens));
       const notices = noticesFor(session.notices, "system", [], room, room, this.noticeLetGo);
       if (session.systemMemo?.key === key && notices.length === 0) return session.systemMemo.text;
-      const composed = await this.compose("system", items, this.settings.options.systemTokens, { notices });
+      const composed = await this.compose("system", items, this.settings.options.systemTokens, { notices, owner: session.id });
       // No exact counts (logged): no block this step, the notices kept for the next one.
       if (composed.failed) return "";
       // An empty block (its frame alone over the budget) told none.
@@ -407,7 +407,7 @@ export class Engine {
     };
     const wanted = (file: FileVersion) => rebuild === "start" || rebuild === "compacted" || previous.has(file.path) || session.returning.has(file.path);
     const items = this.items(session, hierarchy, (file) => !session.hostPaths.has(file.path) && !heldElsewhere(file) && wanted(file));
-    const composed = await this.compose("system", items, this.settings.options.systemTokens);
+    const composed = await this.compose("system", items, this.settings.options.systemTokens, { owner: session.id });
     // No exact counts (logged): no block this step, and the build is tried again at the next one.
     if (composed.failed) return "";
     this.remember(session, composed, SYSTEM_CARRIER, hierarchy);

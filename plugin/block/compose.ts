@@ -26,6 +26,8 @@ export interface ComposeExtras {
   readonly deleted?: readonly string[];
   /** Notice lines (watch notices), rendered and escaped. */
   readonly notices?: readonly string[];
+  /** system: the session the block is for (the units kept follow the latest block of each). */
+  readonly owner?: string;
 }
 
 /**
@@ -39,13 +41,18 @@ export interface ComposeExtras {
  * How many are kept follows the one block made again and again from the same files: the system
  * block of `delivery: "system"`, which shows the same docs at every step (a session of 220 files
  * kept with 64 made every doc again at each new directory, 14.5 ms a step against 4.6-5.1). Room
- * for twice what the latest system block showed, and MIN_KEPT_UNITS at least: a stable session's
- * deliveries show each file once, and 256 kept for them cost the RSS benchmark's session about
- * 5 MiB for nothing.
+ * for twice what the latest system block of each recent session showed, together (sessions alternate:
+ * a subagent's small block must not let go of its parent's), and MIN_KEPT_UNITS at least: a stable
+ * session's deliveries show each file once, and 256 kept for them cost the RSS benchmark's session
+ * about 5 MiB for nothing.
  */
 const MIN_KEPT_UNITS = 32;
 const MAX_KEPT_UNITS = 4096;
+/** Sessions whose latest system block counts toward the room, at most. */
+const MAX_OWNERS = 16;
 let unitsRoom = MIN_KEPT_UNITS;
+/** Docs the latest system block of each recent session showed, the least recent first. */
+const shownBy = new Map<string, number>();
 const unitsCache = lruCache<FileVersion, readonly string[]>(MAX_KEPT_UNITS);
 
 function keepUnits(file: FileVersion, units: readonly string[]): void {
@@ -53,9 +60,14 @@ function keepUnits(file: FileVersion, units: readonly string[]): void {
   while (unitsCache.size > unitsRoom) unitsCache.pop();
 }
 
-/** A system block showed `shown` docs whole or cut: the next one will want their units again. */
-function roomForSystemBlock(shown: number): void {
-  unitsRoom = Math.min(MAX_KEPT_UNITS, Math.max(MIN_KEPT_UNITS, 2 * shown));
+/** A system block of `owner` showed `shown` docs whole or cut: its next one will want their units again. */
+function roomForSystemBlock(owner: string, shown: number): void {
+  shownBy.delete(owner);
+  shownBy.set(owner, shown);
+  if (shownBy.size > MAX_OWNERS) shownBy.delete(shownBy.keys().next().value!);
+  let all = 0;
+  for (const each of shownBy.values()) all += each;
+  unitsRoom = Math.min(MAX_KEPT_UNITS, Math.max(MIN_KEPT_UNITS, 2 * all));
   while (unitsCache.size > unitsRoom) unitsCache.pop();
 }
 
@@ -89,6 +101,7 @@ class VersionDoc implements Doc {
 /** Lets go of every doc's units (a plugin disposed: their file texts with them). */
 export function clearDocs(): void {
   unitsCache.clear();
+  shownBy.clear();
   unitsRoom = MIN_KEPT_UNITS;
 }
 
@@ -156,7 +169,7 @@ export async function compose(
       else tokens += contentTokens(input.items[piece.item]!, piece.units ?? 0);
     }
     const entries = renderedEntries(input, result);
-    if (kind === "system") roomForSystemBlock(entries.filter((entry) => entry.state === "whole" || entry.state === "cut").length);
+    if (kind === "system") roomForSystemBlock(extras.owner ?? "", entries.filter((entry) => entry.state === "whole" || entry.state === "cut").length);
     return { text: pieces.map((piece) => piece.text).join(""), tokens, entries };
   }
 }

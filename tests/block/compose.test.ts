@@ -87,3 +87,22 @@ describe("the units kept in memory", () => {
     items.forEach(({ file }, i) => expect(docOf(file).units).toBe(made[i]!));
   });
 });
+
+describe("the units kept in memory, several sessions (found in review)", () => {
+  const version = (i: number): FileVersion => {
+    const body = `# Package ${i}\n\n- rule ${i}: keep the tests green.\n`;
+    return Object.freeze({ path: `/m/p${i}/AGENTS.md`, dir: `/m/p${i}`, rel: `p${i}/AGENTS.md`, raw: body, body, frontmatter: {}, root: false, sha256: `m${i}`, size: body.length, truncated: false, mtimeMs: 0 });
+  };
+
+  test('two sessions of delivery "system" whose blocks alternate (a subagent beside its parent) keep the units of both blocks', async () => {
+    clearDocs();
+    const big = Array.from({ length: 100 }, (_, i) => ({ file: version(2000 + i), tier: 0 }));
+    const small = Array.from({ length: 10 }, (_, i) => ({ file: version(3000 + i), tier: 0 }));
+    await compose("system", big, 100_000, recordingLogger(), { owner: "ses_parent" });
+    const made = big.map(({ file }) => docOf(file).units);
+    await compose("system", small, 100_000, recordingLogger(), { owner: "ses_child" });
+    await compose("system", big, 100_000, recordingLogger(), { owner: "ses_parent" });
+    // The small block must not shrink the room to its own size: the big one's units would be made again at each of its steps.
+    big.forEach(({ file }, i) => expect(docOf(file).units).toBe(made[i]!));
+  });
+});
