@@ -1167,8 +1167,8 @@ export class Engine {
     };
     if (refused(path)) return { problem: "git-ignored files (and .git) are not imported" };
     const outcome = readContained(path, dirname(path), this.store.realRoot, this.settings.options.maxFileBytes, { transient: true });
-    if (outcome.kind !== "file") return { problem: outcome.kind === "skip" ? outcome.skip.reason : "no such file" };
-    if (refused(outcome.version.path)) return { problem: "git-ignored files (and .git) are not imported" };
+    if (outcome.kind !== "file") return outcome.kind === "skip" ? { problem: outcome.skip.reason, read: outcome.skip.read } : { problem: "no such file" };
+    if (refused(outcome.version.path)) return { problem: "git-ignored files (and .git) are not imported", read: outcome.version.body.length };
     return { path: outcome.version.path, rel: outcome.version.rel, body: outcome.version.body, sha256: outcome.version.sha256 };
   };
 

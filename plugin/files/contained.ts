@@ -38,6 +38,8 @@ export interface Skip {
   readonly transient: boolean;
   /** It may pass with no change to the file or its directory, so no watch event would tell (too many open files, an I/O error). */
   readonly unannounced?: true;
+  /** Bytes read before the refusal (its bytes are no text, or its frontmatter runs past the cap): what the read cost. */
+  readonly read?: number;
 }
 
 /**
@@ -94,10 +96,10 @@ export function readContained(candidate: string, dir: string, realRoot: string, 
   return withContained(candidate, realRoot, (fd, opened, info): ReadOutcome => {
     const { bytes, truncated } = readHead(fd, info.size, maxFileBytes);
     const text = decodeText(bytes, truncated);
-    if (text.kind === "refused") return skip(candidate, text.reason, false);
+    if (text.kind === "refused") return skip(candidate, text.reason, false, false, bytes.length);
     const raw = text.text;
     // Sent as text, such a file would show its frontmatter, and load whatever its mode says: left out.
-    if (truncated && cutInsideFrontmatter(raw)) return skip(candidate, `its frontmatter runs past the first ${maxFileBytes} bytes (option maxFileBytes)`, false);
+    if (truncated && cutInsideFrontmatter(raw)) return skip(candidate, `its frontmatter runs past the first ${maxFileBytes} bytes (option maxFileBytes)`, false, false, bytes.length);
     const { body, frontmatter, error } = parseFrontmatter(raw);
     const notes: string[] = [];
     if (error !== undefined) notes.push(`its frontmatter was dropped unused (${error}); the rest of the file is used`);
@@ -222,8 +224,9 @@ function failure(candidate: string, error: unknown, doing: string): Refusal {
   return skip(candidate, `${doing} (${errno ?? String(error)})`, transient, errno === undefined || UNANNOUNCED.has(errno));
 }
 
-function skip(path: string, reason: string, transient: boolean, unannounced = false): Refusal {
-  return { kind: "skip", skip: Object.freeze(unannounced ? { path, reason, transient, unannounced } : { path, reason, transient }) };
+function skip(path: string, reason: string, transient: boolean, unannounced = false, read?: number): Refusal {
+  const base = unannounced ? { path, reason, transient, unannounced } : { path, reason, transient };
+  return { kind: "skip", skip: Object.freeze(read === undefined ? base : { ...base, read }) };
 }
 
 function code(error: unknown): string | undefined {

@@ -18,7 +18,13 @@ export interface ImportedFile {
  * Reads a file for an import, contained in the worktree AT READ TIME (the caller's, through
  * plugin/files/contained.ts readContained: symlinks are resolved and must stay inside), or says why not.
  */
-export type ImportRead = (absolutePath: string) => ImportedFile | { readonly problem: string };
+export type ImportRead = (absolutePath: string) => ImportedFile | ImportRefused;
+
+/** An import not read, and the characters (or bytes) read before it was refused, if any: they count toward MAX_READ_CHARS. */
+export interface ImportRefused {
+  readonly problem: string;
+  readonly read?: number;
+}
 
 export interface ImportProblem {
   /** The import as written, e.g. `@../secrets.md`. */
@@ -120,7 +126,7 @@ interface State {
   readonly read: ImportRead;
   readonly seen: Set<string>;
   /** By lexical absolute path: ten thousand imports of one file read it once. */
-  readonly reads: Map<string, ImportedFile | { readonly problem: string }>;
+  readonly reads: Map<string, ImportedFile | ImportRefused>;
   chars: number;
   /** Characters of every file read, inlined or not (MAX_READ_CHARS). */
   charsRead: number;
@@ -180,14 +186,15 @@ const TOO_MANY = Symbol("past MAX_IMPORT_TARGETS");
 const READ_ENOUGH = Symbol("past MAX_READ_CHARS");
 
 /** The read of `absolute`, made once per expansion; none past MAX_IMPORT_TARGETS or MAX_READ_CHARS. */
-function readOnce(state: State, absolute: string): ImportedFile | { readonly problem: string } | typeof TOO_MANY | typeof READ_ENOUGH {
+function readOnce(state: State, absolute: string): ImportedFile | ImportRefused | typeof TOO_MANY | typeof READ_ENOUGH {
   let result = state.reads.get(absolute);
   if (result === undefined) {
     if (state.reads.size >= MAX_IMPORT_TARGETS) return TOO_MANY;
     if (state.charsRead >= MAX_READ_CHARS) return READ_ENOUGH;
     result = state.read(absolute);
     state.reads.set(absolute, result);
-    if (!("problem" in result)) state.charsRead += result.body.length;
+    // A file read whole only to be refused (not text, git-ignored where it leads) cost the same read.
+    state.charsRead += "problem" in result ? (result.read ?? 0) : result.body.length;
   }
   return result;
 }

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { symlinkSync } from "node:fs";
+import { statSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import fc from "fast-check";
 import { readContained } from "../../plugin/files/contained.ts";
@@ -305,7 +305,7 @@ function disk(root: string): ImportRead {
   return (absolute) => {
     const outcome = readContained(absolute, dirname(absolute), root, 128 * 1024);
     if (outcome.kind === "absent") return { problem: "not found" };
-    if (outcome.kind === "skip") return { problem: outcome.skip.reason };
+    if (outcome.kind === "skip") return outcome.skip.read === undefined ? { problem: outcome.skip.reason } : { problem: outcome.skip.reason, read: outcome.skip.read };
     const { path, rel, body, sha256 } = outcome.version;
     return { path, rel, body, sha256 };
   };
@@ -383,6 +383,28 @@ describe("expandImports (on disk): what an expansion reads is bounded", () => {
     const seen = new Set<string>();
     for (let f = 0; f < 10; f++) expandImports(body, join(root, `d${f}`, "AGENTS.md"), root, counting, seen);
     expect(charsRead).toBeLessThanOrEqual(10 * (MAX_READ_CHARS + chunk.length));
+  });
+
+  test("files read whole only to be refused (not UTF-8, binary) count toward the bound too (found in review)", () => {
+    // Each is read (and decoded up to its last byte) before the refusal: 256 of them were 32 MiB an expansion, uncounted.
+    const chunk = Buffer.from(`${"z".repeat(127)}\n`.repeat(1024));
+    const root = scratch({});
+    for (let i = 0; i < MAX_IMPORT_TARGETS; i++) {
+      const bytes = Buffer.from(chunk);
+      bytes[bytes.length - 1] = i % 2 === 0 ? 0xff : 0;
+      writeFileSync(join(root, `bad${i}.md`), bytes);
+    }
+    const read = disk(root);
+    let bytesRead = 0;
+    const counting: ImportRead = (absolute) => {
+      bytesRead += Math.min(statSync(absolute).size, 128 * 1024);
+      return read(absolute);
+    };
+    const body = Array.from({ length: MAX_IMPORT_TARGETS }, (_, i) => `@bad${i}.md\n`).join("");
+    const expansion = expandImports(body, join(root, "AGENTS.md"), root, counting);
+    expect(expansion.imports).toHaveLength(0);
+    expect(bytesRead).toBeLessThanOrEqual(MAX_READ_CHARS + chunk.length);
+    expect(expansion.problems.at(-1)?.message).toContain("and every later one are not read");
   });
 });
 
