@@ -777,6 +777,13 @@ async function launchWithNode(args: readonly string[], cwd: string): Promise<Git
   return { stdout: child.stdout, stderr: child.stderr, exited, kill: () => child.kill("SIGKILL") };
 }
 
+/**
+ * Settings given ahead of every command, over the repository's own: a repository's .git/config (one
+ * unpacked from an archive, say) may name a program as core.fsmonitor, and `git ls-files` runs it.
+ * Empty is "off" both to git since 2.36 (a boolean) and to older gits (an empty hook path).
+ */
+const GIT_SAFETY = ["-c", "core.fsmonitor="] as const;
+
 /** Runs git commands in the worktree, all under one deadline: past it, every one still running is killed. */
 class GitRunner {
   private readonly deadline: AbortSignal;
@@ -831,7 +838,7 @@ class GitRunner {
     if (this.deadline.aborted) return { ok: false, code: null, why: "timed out" };
     let child: GitProcess;
     try {
-      child = await launchGit(args, this.cwd);
+      child = await launchGit([...GIT_SAFETY, ...args], this.cwd);
     } catch (error) {
       return { ok: false, code: null, why: messageOf(error) };
     }

@@ -485,7 +485,10 @@ async function withPath<T>(dir: string, work: () => Promise<T>): Promise<T> {
 async function buildLogged(root: string): Promise<{ index: WorktreeIndex; logged: Logged[]; commands: string[] }> {
   const log = join(tree(), "git.log");
   const { index, logged } = await withPath(loggingGit(log), () => build(root));
-  return { index, logged, commands: readFileSync(log, "utf8").trim().split("\n") };
+  const lines = readFileSync(log, "utf8").trim().split("\n");
+  // Every command turns core.fsmonitor off first (see the test of a repository's fsmonitor program).
+  expect(lines.filter((line) => !line.startsWith("-c core.fsmonitor= "))).toEqual([]);
+  return { index, logged, commands: lines.map((line) => line.slice("-c core.fsmonitor= ".length)) };
 }
 
 describe("how git is asked", () => {
@@ -549,6 +552,27 @@ describe("how git is asked", () => {
       // git refuses such a configuration whatever it is asked.
       expect(logged.some((line) => line.message.includes("exited with 128"))).toBe(true);
     }
+  });
+
+  test("a repository's core.fsmonitor program is never run (git ls-files runs it; the listing is git's all the same)", async () => {
+    const root = tree({ ".gitignore": "dist/\n", "AGENTS.md": "", "a/AGENTS.md": "", "dist/AGENTS.md": "" });
+    gitInit(root);
+    git(root, "add", ".");
+    git(root, "commit", "-qm", "init");
+    // What a repository unpacked from an archive may carry in its .git/config: a program of its own.
+    const ran = join(tree(), "ran");
+    const hook = join(root, ".git", "fsmonitor-hook");
+    writeFileSync(hook, `#!/bin/sh\necho "$*" >> '${ran}'\nexit 1\n`);
+    chmodSync(hook, 0o755);
+    git(root, "config", "core.fsmonitor", hook);
+    spawnSync("git", ["ls-files"], { cwd: root });
+    expect(readFileSync(ran, "utf8")).not.toBe(""); // this git does run it
+    rmSync(ran);
+    const { index, logged } = await build(root);
+    expect([index.source, index.files, logged]).toEqual(["git", ["AGENTS.md", "a/AGENTS.md"], []]);
+    const near = new NearIgnores(root, (await readIgnoreBasis(root, () => {})) as Exclude<Awaited<ReturnType<typeof readIgnoreBasis>>, { ok: false }>, () => {});
+    expect(near.isIgnored("dist/")).toBe(true);
+    expect(readFileSync(ran, { encoding: "utf8", flag: "a+" })).toBe("");
   });
 
   test("git that fails gives way to the walk, saying why (its first line of stderr)", async () => {
