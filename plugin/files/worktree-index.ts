@@ -1,4 +1,4 @@
-import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, type Dirent } from "node:fs";
+import { accessSync, closeSync, constants, fstatSync, lstatSync, openSync, readSync, statSync, type Dirent } from "node:fs";
 import { homedir } from "node:os";
 import { join, posix, resolve } from "node:path";
 import ignore, { type Ignore } from "ignore";
@@ -668,10 +668,42 @@ export class NearIgnores {
   }
 }
 
-/** Whether `dir` holds a `.git` (a nested repository, or a submodule's file); unreadable counts as no. */
+/**
+ * Whether `dir` is the top of another repository to git (its is_nonbare_repository_dir): its `.git` is
+ * a git directory, or a file `gitdir: <path>` leading to one, or a file git cannot read. Any other
+ * `.git` (an empty directory, a file that is no gitfile, a gitfile whose target went) makes a plain
+ * directory, which git lists and judges by this repository's rules; so must the index. A `.git`
+ * absent or unreadable counts as no.
+ */
 function holdsGit(dir: string): boolean {
   try {
-    return lstatSync(join(dir, ".git"), { throwIfNoEntry: false }) !== undefined;
+    const dotGit = join(dir, ".git");
+    const stat = statSync(dotGit, { throwIfNoEntry: false });
+    if (stat === undefined) return false;
+    if (stat.isDirectory()) return isGitDirectory(dotGit);
+    if (!stat.isFile()) return false;
+    const text = readIgnoreFile(dotGit, false, () => {});
+    if (text === undefined) return true; // git counts a gitfile it cannot open or read as a repository
+    if (!text.startsWith("gitdir: ")) return false;
+    const target = text.slice("gitdir: ".length).replace(/[\r\n]+$/, "");
+    return target !== "" && isGitDirectory(resolve(dir, target));
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Git's is_git_directory, without reading what lies there: a HEAD, and `objects` and `refs` (or a
+ * `commondir` naming where they are, as a linked worktree's git directory has).
+ */
+function isGitDirectory(path: string): boolean {
+  const has = (name: string): boolean => lstatSync(join(path, name), { throwIfNoEntry: false }) !== undefined;
+  if (!has("HEAD")) return false;
+  if (has("commondir")) return true;
+  try {
+    accessSync(join(path, "objects"), constants.X_OK);
+    accessSync(join(path, "refs"), constants.X_OK);
+    return true;
   } catch {
     return false;
   }
@@ -898,7 +930,7 @@ async function listWithWalk(worktree: string, classify: Classifier, budget: Budg
   const visit = async (dir: string, depth: number): Promise<string[]> => {
     const entries = await readEntries(join(worktree, dir), budget);
     // A directory holding `.git` is another repository: git lists it as a whole, never its files; its own rules judge what is in it.
-    if (dir !== "" && entries.some((entry) => entry.name === ".git")) {
+    if (dir !== "" && entries.some((entry) => entry.name === ".git") && holdsGit(join(worktree, dir))) {
       rules.addRepository(dir);
       return [];
     }

@@ -376,6 +376,32 @@ describe("the git listing", () => {
     expect(index.isIgnored("docs/")).toBe(true);
   });
 
+  test("a directory whose `.git` is no repository to git (an empty `.git` directory, a `.git` file that is no gitfile, a gitfile leading nowhere) is a plain directory: the outer rules judge it, by the index, NearIgnores and the walk, as git does", async () => {
+    const files: Record<string, string> = { ".gitignore": ".env\n*.pem\n", "AGENTS.md": "" };
+    for (const dir of ["emptydir", "garbage", "stale", "real"]) Object.assign(files, { [`${dir}/.env`]: "SECRET=1", [`${dir}/key.pem`]: "", [`${dir}/AGENTS.md`]: "" });
+    const root = tree({ ...files, "garbage/.git": "not a gitfile\n", "stale/.git": "gitdir: ../moved-away/.git\n" });
+    mkdirSync(join(root, "emptydir/.git"));
+    gitInit(join(root, "real"));
+    const walked = (await build(root)).index;
+    gitInit(root);
+    const { near, index } = await bothJudges(root);
+    expect(index.source).toBe("git");
+    for (const dir of ["emptydir", "garbage", "stale"]) {
+      const paths = [`${dir}/`, `${dir}/.env`, `${dir}/key.pem`, `${dir}/AGENTS.md`];
+      const byGit = gitIgnored(root, paths);
+      expect([...byGit]).toEqual([`${dir}/.env`, `${dir}/key.pem`]);
+      for (const path of paths) {
+        expect([path, index.isIgnored(path)]).toEqual([path, byGit.has(path)]);
+        expect([path, walked.isIgnored(path)]).toEqual([path, byGit.has(path)]);
+      }
+      expect(near.isIgnored(`${dir}/`)).toBe(false);
+    }
+    // git lists their files as its own; a real nested repository stays judged by its own rules.
+    expect(index.files).toEqual(["AGENTS.md", "emptydir/AGENTS.md", "garbage/AGENTS.md", "stale/AGENTS.md"]);
+    expect(walked.files).toEqual(index.files);
+    expect([index.isIgnored("real/.env"), walked.isIgnored("real/.env")]).toEqual([false, false]);
+  });
+
   test("a linked worktree made inside the worktree (`git worktree add wt`) is judged with the repository's info/exclude, read through its `commondir`, as git in it does", async () => {
     const root = tree({ "AGENTS.md": "", "src/AGENTS.md": "" });
     gitInit(root);
@@ -720,7 +746,8 @@ describe("the walk (no git repository)", () => {
   });
 
   test("never enters .git, nor a nested repository (as git, which lists neither)", async () => {
-    const root = tree({ "AGENTS.md": "", ".git/AGENTS.md": "", "vendor/lib/.git/HEAD": "", "vendor/lib/AGENTS.md": "", "vendor/AGENTS.md": "" });
+    const root = tree({ "AGENTS.md": "", ".git/AGENTS.md": "", "vendor/lib/AGENTS.md": "", "vendor/AGENTS.md": "" });
+    gitInit(join(root, "vendor/lib"));
     expect((await build(root)).index.files).toEqual(["AGENTS.md", "vendor/AGENTS.md"]);
   });
 
