@@ -193,7 +193,8 @@ interface IgnoreSetting {
    * Which ignore files are read from disk the first time their directory is judged (one open and one
    * read each): "everywhere" before any listing (NearIgnores; a directory holding `.git` starts a nested
    * repository), "nested" after one (the index: git's listing, or the walk, gave every .gitignore but
-   * those in nested repositories, which neither enters, and named the repositories' tops).
+   * those in nested repositories, which neither enters, and named the repositories' tops). A listing
+   * cut short (maxEntries) did not give them all: "everywhere" then too.
    */
   readonly reads: "everywhere" | "nested";
   readonly log: Log;
@@ -213,14 +214,22 @@ class IgnoreRules {
   private readonly directories = new Map<string, DirectoryVerdict>();
   /** The outer repository's repository-wide lists, in the order git consults them. */
   private readonly outerWide: readonly GitignoreList[];
+  private reads: IgnoreSetting["reads"];
 
   constructor(private readonly setting: IgnoreSetting) {
+    this.reads = setting.reads;
     this.outerWide = [setting.exclude, setting.userExcludes].filter((rules) => rules !== undefined).map((rules) => ({ dir: "", rules }));
   }
 
   /** The rules of the .gitignore in repository-relative directory `dir` ("" or "a/b/"). */
   add(dir: string, rules: Ignore): void {
     this.perDirectory.set(dir, rules);
+    this.directories.clear();
+  }
+
+  /** From now on every directory's ignore files are read when it is judged (a listing was cut short: see IgnoreSetting.reads). */
+  readEverywhere(): void {
+    this.reads = "everywhere";
     this.directories.clear();
   }
 
@@ -269,7 +278,8 @@ class IgnoreRules {
    * has a verdict yet, so none is forgotten.
    */
   private readOnDemand(dir: string, parent: DirectoryVerdict | undefined): void {
-    const { prefix, reads, worktree, ignoreCase, log } = this.setting;
+    const { prefix, worktree, ignoreCase, log } = this.setting;
+    const reads = this.reads;
     if (dir.length < prefix.length) return;
     const path = join(worktree, dir.slice(prefix.length));
     // A directory holding `.git` starts a nested repository, whether a listing named it or not: an
@@ -539,7 +549,8 @@ async function listWithGit(
     log("info", `worktree index: git did not list the worktree (${failed?.why ?? "no answer"}); walking it instead`);
     return undefined;
   }
-  const rules = new IgnoreRules({ ...basis, worktree: options.worktree, reads: "nested", log });
+  // A listing cut short did not reach every .gitignore: the others are read as their directories are asked about.
+  const rules = new IgnoreRules({ ...basis, worktree: options.worktree, reads: budget.overflowed ? "everywhere" : "nested", log });
   // The .gitignore files of the directories above the worktree (up to the repository's top) apply too.
   const gitignoreFiles = [
     ...aboveWorktree(basis),
@@ -953,6 +964,8 @@ async function listWithWalk(worktree: string, classify: Classifier, budget: Budg
     return subdirectories;
   };
   await drain([{ dir: "", depth: 0 }], WALK_CONCURRENCY, async ({ dir, depth }) => (await visit(dir, depth)).map((sub) => ({ dir: sub, depth: depth + 1 })));
+  // Cut short, the walk did not read every .gitignore: the others are read as their directories are asked about.
+  if (budget.overflowed) rules.readEverywhere();
   const why = budget.overflowed ? `the walk reached maxEntries (${budget.limit}) entries` : `directories deeper than ${MAX_DEPTH} levels are left out`;
   return { source: "walk", candidates, rules, truncated: budget.overflowed || tooDeep, why };
 }

@@ -954,6 +954,24 @@ describe("bounds", () => {
     expect(untouched.index.truncated).toBe(false);
   });
 
+  test("a listing cut at maxEntries still judges by every .gitignore: those it did not reach are read when their directory is asked about, by git's listing and the walk", async () => {
+    const files: Record<string, string> = {};
+    for (let d = 0; d < 30; d++) for (let f = 0; f < 5; f++) files[`p${String(d).padStart(2, "0")}/${f === 0 ? "AGENTS.md" : `f${f}.ts`}`] = "";
+    Object.assign(files, { "p29/.gitignore": ".env\nnode_modules/\n", "p29/.env": "SECRET=1", "p29/node_modules/x/AGENTS.md": "", "p29/src/AGENTS.md": "" });
+    const root = tree(files);
+    const paths = everyPath(["p29/.env", "p29/node_modules/x/AGENTS.md", "p29/src/AGENTS.md", "p00/AGENTS.md"]);
+    const walked = await build(root, { maxEntries: 40 });
+    gitInit(root);
+    const listed = await build(root, { maxEntries: 10 });
+    const byGit = gitIgnored(root, paths);
+    expect([...byGit].sort()).toEqual(["p29/.env", "p29/node_modules/", "p29/node_modules/x/", "p29/node_modules/x/AGENTS.md"]);
+    for (const { index } of [walked, listed]) {
+      expect(index.truncated).toBe(true);
+      for (const path of paths) expect([index.source, path, index.isIgnored(path)]).toEqual([index.source, path, byGit.has(path)]);
+      expect([index.mayLoad("p29/node_modules/x/AGENTS.md"), index.mayLoad("p29/src/AGENTS.md")]).toEqual([false, true]);
+    }
+  });
+
   test("a huge .gitignore is cut at 1 MiB (logged), hostile patterns cost nothing, a bad one is left out", async () => {
     const filler = "x".repeat(120) + "\n";
     const hostile = `${"a/**/".repeat(8)}b\n${"**/".repeat(30)}z\n[z-a]\n[\n\\\n`;
