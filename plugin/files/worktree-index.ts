@@ -596,7 +596,8 @@ export async function readIgnoreBasis(worktree: string, log: Log, timeoutMs = GI
   const [toplevel = "", prefix = "", excludePath = "", gitDir = ""] = lines;
   const userFile = config.excludesFile ?? defaultExcludesFile();
   const excludeText = readIgnoreFile(resolve(worktree, excludePath), true, log);
-  const userText = userFile === undefined ? undefined : readIgnoreFile(resolve(worktree, userFile), true, log);
+  // git reads a relative core.excludesFile from the repository's top (its cwd once set up), not from where it was asked.
+  const userText = userFile === undefined ? undefined : readIgnoreFile(resolve(worktree, toplevel, userFile), true, log);
   const parse = (text: string | undefined, where: string): Ignore | undefined =>
     text === undefined ? undefined : parseIgnoreFile(text, config.ignoreCase, where, log);
   const exclude = parse(excludeText, excludePath);

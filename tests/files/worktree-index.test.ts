@@ -268,6 +268,22 @@ describe("the git listing", () => {
     expect((await build(root)).index.files).toEqual([]);
   });
 
+  test("a relative core.excludesFile is read from the repository's top, as git reads it, when the worktree is below the top", async () => {
+    const root = tree({ "my-excludes": "secret.txt\n", "sub/my-excludes": "decoy.txt\n", "sub/secret.txt": "", "sub/decoy.txt": "", "sub/AGENTS.md": "" });
+    gitInit(root);
+    git(root, "config", "core.excludesFile", "my-excludes");
+    const worktree = join(root, "sub");
+    const byGit = gitIgnored(worktree, ["secret.txt", "decoy.txt"]);
+    expect([...byGit]).toEqual(["secret.txt"]);
+    const { near, index } = await bothJudges(worktree);
+    expect([index.isIgnored("secret.txt"), index.isIgnored("decoy.txt")]).toEqual([true, false]);
+    write(worktree, { "secret-dir/AGENTS.md": "" });
+    appendFileSync(join(root, "my-excludes"), "secret-dir/\n");
+    expect(near.isIgnored("secret-dir/")).toBe(false); // NearIgnores read the list at start
+    const again = await bothJudges(worktree);
+    expect([again.near.isIgnored("secret-dir/"), again.index.isIgnored("secret-dir/")]).toEqual([true, true]);
+  });
+
   test("a worktree inside a repository: paths relative to it, the .gitignore files above it apply", async () => {
     const root = tree({
       ".gitignore": "sub/ignored/\n*.local.md\n",
