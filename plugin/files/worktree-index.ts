@@ -1,4 +1,4 @@
-import { accessSync, closeSync, constants, fstatSync, lstatSync, openSync, readSync, statSync, type Dirent } from "node:fs";
+import { accessSync, closeSync, constants, fstatSync, lstatSync, openSync, readlinkSync, readSync, statSync, type Dirent } from "node:fs";
 import { homedir } from "node:os";
 import { join, posix, resolve } from "node:path";
 import ignore, { type Ignore } from "ignore";
@@ -694,7 +694,8 @@ function holdsGit(dir: string): boolean {
     if (stat === undefined) return false;
     if (stat.isDirectory()) return isGitDirectory(dotGit);
     if (!stat.isFile()) return false;
-    const text = readIgnoreFile(dotGit, false, () => {});
+    // Read as git reads it: through a symlink (stat above followed it too).
+    const text = readIgnoreFile(dotGit, true, () => {});
     if (text === undefined) return true; // git counts a gitfile it cannot open or read as a repository
     if (!text.startsWith("gitdir: ")) return false;
     const target = text.slice("gitdir: ".length).replace(/[\r\n]+$/, "");
@@ -705,20 +706,30 @@ function holdsGit(dir: string): boolean {
 }
 
 /**
- * Git's is_git_directory, without reading what lies there: a HEAD, and `objects` and `refs` (or a
- * `commondir` naming where they are, as a linked worktree's git directory has).
+ * Git's is_git_directory: a HEAD that is a ref or an object name (validate_headref), and `objects`
+ * and `refs` in the common directory (the one a `commondir` names, as a linked worktree's git
+ * directory has, else this one).
  */
 function isGitDirectory(path: string): boolean {
-  const has = (name: string): boolean => lstatSync(join(path, name), { throwIfNoEntry: false }) !== undefined;
-  if (!has("HEAD")) return false;
-  if (has("commondir")) return true;
+  if (!validHead(join(path, "HEAD"))) return false;
+  const common = readIgnoreFile(join(path, "commondir"), true, () => {})?.replace(/[\r\n]+$/, "");
+  const base = common === undefined || common === "" ? path : resolve(path, common);
   try {
-    accessSync(join(path, "objects"), constants.X_OK);
-    accessSync(join(path, "refs"), constants.X_OK);
+    accessSync(join(base, "objects"), constants.X_OK);
+    accessSync(join(base, "refs"), constants.X_OK);
     return true;
   } catch {
     return false;
   }
+}
+
+/** Git's validate_headref: HEAD is a symlink into `refs/`, or reads `ref: refs/...` or starts with an object name. */
+function validHead(path: string): boolean {
+  const stat = lstatSync(path, { throwIfNoEntry: false });
+  if (stat === undefined) return false;
+  if (stat.isSymbolicLink()) return readlinkSync(path).startsWith("refs/");
+  const text = readIgnoreFile(path, false, () => {})?.slice(0, 255);
+  return text !== undefined && (/^ref:\s*refs\//.test(text) || /^[0-9a-fA-F]{40}/.test(text));
 }
 
 /** Git's default core.excludesFile: $XDG_CONFIG_HOME/git/ignore, or ~/.config/git/ignore. */

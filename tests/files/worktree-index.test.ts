@@ -418,6 +418,31 @@ describe("the git listing", () => {
     expect([index.isIgnored("real/.env"), walked.isIgnored("real/.env")]).toEqual([false, false]);
   });
 
+  test("a `.git` git itself reads through (a symlink to a file that is no gitfile, a directory whose HEAD is no ref, a commondir leading nowhere) is no repository either: the outer rules judge it, as git does (found in review)", async () => {
+    const files: Record<string, string> = { ".gitignore": ".env\n", "AGENTS.md": "", "linked-gitfile": "not a gitfile\n" };
+    for (const dir of ["linked", "junkhead", "common"]) Object.assign(files, { [`${dir}/.env`]: "SECRET=1", [`${dir}/AGENTS.md`]: "" });
+    Object.assign(files, { "junkhead/.git/HEAD": "junk\n", "common/.git/HEAD": "ref: refs/heads/main\n", "common/.git/commondir": "../nowhere\n" });
+    const root = tree(files);
+    symlinkSync("../linked-gitfile", join(root, "linked/.git"));
+    for (const dir of ["objects", "refs"]) mkdirSync(join(root, "junkhead/.git", dir));
+    const walked = (await build(root)).index;
+    gitInit(root);
+    const listedByGit = git(root, "ls-files", "-z", "--others", "--exclude-standard").split("\0").filter(Boolean);
+    const { near, index } = await bothJudges(root);
+    for (const dir of ["linked", "junkhead", "common"]) {
+      expect(listedByGit).toContain(`${dir}/AGENTS.md`); // git lists its files as its own
+      const paths = [`${dir}/`, `${dir}/.env`, `${dir}/AGENTS.md`];
+      const byGit = gitIgnored(root, paths);
+      expect([...byGit]).toEqual([`${dir}/.env`]);
+      for (const path of paths) {
+        expect([path, index.isIgnored(path)]).toEqual([path, byGit.has(path)]);
+        expect([path, near.isIgnored(path)]).toEqual([path, byGit.has(path)]);
+        expect([path, walked.isIgnored(path)]).toEqual([path, byGit.has(path)]);
+      }
+    }
+    expect(index.files).toEqual(["AGENTS.md", "common/AGENTS.md", "junkhead/AGENTS.md", "linked/AGENTS.md"]);
+  });
+
   test("a linked worktree made inside the worktree (`git worktree add wt`) is judged with the repository's info/exclude, read through its `commondir`, as git in it does", async () => {
     const root = tree({ "AGENTS.md": "", "src/AGENTS.md": "" });
     gitInit(root);
