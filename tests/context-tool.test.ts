@@ -300,6 +300,15 @@ test("list shows names and descriptions with terminal controls replaced: OpenCod
   expect(list).not.toMatch(/(?!\n)\p{Cc}/u);
 });
 
+test("load's text names the loaded files with terminal controls replaced too: the path of each file whose text follows (stable delivery) is a name in the tool's text (found in review)", async () => {
+  const dir = "pkg\u001b]52;c;aGVsbG8=\u0007\u001b[1A\u001b[2K\u009b2J\u0008";
+  const plugin = await openProject(undefined, {}, { files: { "AGENTS.md": "# root\n", [`${dir}/AGENTS.md`]: "# pkg\n", [`${dir}/x.ts`]: "" } });
+  await plugin.step("ses_l");
+  const loaded = await contextTool(plugin, "ses_l", { action: "load", path: dir });
+  expect(loaded).toContain('<context-file path="pkg\uFFFD]52;c;aGVsbG8=\uFFFD\uFFFD[1A\uFFFD[2K\uFFFD2J\uFFFD/AGENTS.md">\n# pkg\n');
+  expect(loaded).not.toMatch(/(?!\n)\p{Cc}/u);
+});
+
 describe("steering from the TUI", () => {
   test("a load the TUI wrote is applied at the session's next step; an unload of a pin undoes it", async () => {
     const setup = await withRecords({ delivery: "system" });

@@ -187,9 +187,12 @@ const ATTRIBUTE_ESCAPES: Readonly<Record<string, string>> = {
   ">": "&gt;", "\uff1e": "&gt;", "\ufe65": "&gt;",
 };
 
-/** A path made safe inside a double-quoted attribute, on one line. */
+/**
+ * A path made safe inside a double-quoted attribute, on one line, its other control characters
+ * written U+FFFD as escapeInline writes them (the block rides on a tool's text, which the TUI shows).
+ */
 export function escapeAttribute(path: string): string {
-  return sanitize(path).replace(/[&"<>\uff06\ufe60\uff02\uff1c\ufe64\uff1e\ufe65]|[\n\v\f\r\x85\u2028\u2029]/g, (char) => ATTRIBUTE_ESCAPES[char] ?? " ");
+  return sanitize(path).replace(/[&"<>\uff06\ufe60\uff02\uff1c\ufe64\uff1e\ufe65\u2028\u2029]|(?!\t)\p{Cc}/gu, (char) => ATTRIBUTE_ESCAPES[char] ?? (isLineBreak(char.charCodeAt(0)) ? " " : "\uFFFD"));
 }
 
 /**
