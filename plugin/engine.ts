@@ -8,7 +8,7 @@ import { appendedBlock, deletedNotice, leftOutListOf, sectionPrefix, unloadNotic
 import { disposeTokens, textBound } from "./block/tokens.ts";
 import type { FileVersion } from "./files/contained.ts";
 import { readContained } from "./files/contained.ts";
-import { FileStore } from "./files/store.ts";
+import { candidatesOf, FileStore } from "./files/store.ts";
 import { replaceFile, spliceSection } from "./files/update.ts";
 import { walkUp } from "./files/walk.ts";
 import { describe, describeJson, sameFile, snapshotFiles, type FileSnapshot } from "./records/describe.ts";
@@ -21,7 +21,7 @@ import type { Logger } from "./log.ts";
 import { containedPrint, isInside, realPathOr, relativePosix, statPrint, throughDotGit } from "./paths.ts";
 import { contextNamesOf } from "./files/names.ts";
 import { NearIgnores, readIgnoreBasis, type IgnoreBasisResult } from "./files/worktree-index.ts";
-import type { ResolvedOptions } from "./options.ts";
+import { DEFAULT_OPTIONS, type ResolvedOptions } from "./options.ts";
 import { inSlices, nextTurn } from "./turns.ts";
 import { applyRules, awaitedBy, hasImports, type Ruled } from "./rules/apply.ts";
 import type { Catalog } from "./rules/catalog.ts";
@@ -61,6 +61,13 @@ export type ContextToolAsk = (request: { permission: string; patterns: string[];
 const HISTORY_TIMEOUT_MS = 3000;
 /** The instruction file names OpenCode looks up the session's chain, in its order of precedence. */
 const HOST_LOADED_NAMES: readonly string[] = ["AGENTS.md", "CLAUDE.md", "CONTEXT.md"];
+/**
+ * The default names' base and override files (AGENTS.md, CLAUDE.md, AGENTS.override.md, …): only these
+ * load when git ignores them (a personal CLAUDE.md). A name the fileNames option adds must name a file
+ * git does not ignore: a project's opencode.json may set fileNames to [".env"].
+ */
+const DEFAULT_NAMES: ReadonlySet<string> = new Set(candidatesOf(DEFAULT_OPTIONS.fileNames).filter((candidate) => candidate.kind !== "local").map((candidate) => candidate.name));
+
 /** Bytes of a steering file read at most per step: a TUI writes a short line per pin. */
 const MAX_STEER_READ = 64 * 1024;
 /** Unloads whose call's after hook has not come yet, kept at most per session. */
@@ -217,6 +224,8 @@ export class Engine {
     const store: FileStore = new FileStore({
       // A trailing slash: `.gitignore` rules such as `build/` match directories only.
       isIgnored: (dir) => dir !== store.realRoot && engine?.isIgnored(dir) === true,
+      // A name the options added (a project's opencode.json may add `.env`) loads only if git does not ignore its file.
+      isIgnoredFile: (path) => !DEFAULT_NAMES.has(basename(path)) && engine?.isIgnored(path, false) === true,
       onCandidate: (path) => engine?.candidateChanged(path),
       worktree: settings.worktree,
       fileNames: options.fileNames,
@@ -309,8 +318,8 @@ export class Engine {
    * built NearIgnores (git's settings and the .gitignore files on the way, read as asked), so that a
    * step reads nothing git ignores without waiting for the worktree's listing.
    */
-  private isIgnored(dir: string): boolean {
-    const rel = `${relativePosix(this.store.realRoot, dir)}/`;
+  private isIgnored(dir: string, directory = true): boolean {
+    const rel = `${relativePosix(this.store.realRoot, dir)}${directory ? "/" : ""}`;
     if (this.catalogBuilding) return this.nearNow?.isIgnored(rel) === true;
     return this.catalog?.index?.isIgnored(rel) === true;
   }

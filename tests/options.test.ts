@@ -1,9 +1,11 @@
 import { describe, expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { isAbsolute, join } from "node:path";
+import { mkdir, writeFile } from "node:fs/promises";
+import { dirname, isAbsolute, join } from "node:path";
 import { DEFAULT_OPTIONS, resolveOptions } from "../plugin/options.ts";
 import { recordsDirOf } from "../plugin/records/format.ts";
-import { callContextTool, projects } from "./helpers/harness.ts";
+import { callContextTool, projects, start, tempProject } from "./helpers/harness.ts";
 
 const open = projects();
 
@@ -123,6 +125,35 @@ describe("bad options through the plugin", () => {
     const warnings = plugin.logs.filter((entry) => entry.level === "warn").map((entry) => entry.message);
     expect(warnings.filter((message) => message.includes('option "pin"'))).toEqual(['option "pin": apps/web/src/App.tsx is not a context file (AGENTS.md, CLAUDE.md); ignored']);
     expect((await callContextTool(plugin, "s", { action: "list" })).split("\n").at(-1)).toBe("Pinned: apps/web/AGENTS.md");
+  });
+
+  test("fileNames naming a git-ignored file that is no context file (.env) never puts it in the prompt: a project's opencode.json may set them (found in review)", async () => {
+    const project = await tempProject();
+    const files = { ".gitignore": ".env\nCLAUDE.md\n", ".env": "API_KEY=root-secret\n", "CLAUDE.md": "# personal, ignored\n", "sub/.env": "API_KEY=sub-secret\n", "sub/x.ts": "", "sub/AGENTS.md": "# sub\n" };
+    for (const [rel, text] of Object.entries(files)) {
+      await mkdir(dirname(join(project.root, rel)), { recursive: true });
+      await writeFile(join(project.root, rel), text);
+    }
+    expect(spawnSync("git", ["init", "-q"], { cwd: project.root }).status).toBe(0);
+    const plugin = await start(project.root, { delivery: "system", records: false, fileNames: [".env", "AGENTS.md", "CLAUDE.md"], pin: [".env"] });
+    try {
+      await plugin.touch("s", "read", { filePath: "sub/x.ts" });
+      const before = await plugin.step("s");
+      // Once the catalog is built too (list waits for it).
+      await callContextTool(plugin, "warm", { action: "list" });
+      await plugin.touch("t", "read", { filePath: "sub/x.ts" });
+      const after = await plugin.step("t");
+      for (const block of [before, after]) {
+        expect(block ?? "").not.toContain("secret");
+        // A default name keeps loading when git ignores it (a personal CLAUDE.md), and a tracked-to-be AGENTS.md.
+        expect(block ?? "").toContain("# personal, ignored");
+        expect(block ?? "").toContain("# sub");
+      }
+      expect(plugin.logs.some((entry) => entry.level === "warn" && entry.message.includes(".env") && entry.message.includes("git ignores it"))).toBe(true);
+    } finally {
+      await plugin.dispose();
+      await project.cleanup();
+    }
   });
 
   test("are logged through client.app.log and the plugin runs on defaults", async () => {

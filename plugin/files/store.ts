@@ -37,6 +37,11 @@ export interface FileStoreOptions {
   maxCacheBytes?: number;
   /** Directories whose context files never load (git-ignored: node_modules, build output). */
   isIgnored?: (dir: string) => boolean;
+  /**
+   * A base or override file that must not load because git ignores it (its name came from the
+   * fileNames option, which a project's opencode.json may set: `.env` must not reach the prompt).
+   */
+  isIgnoredFile?: (path: string) => boolean;
   /** A context file name in a watched directory changed (created, edited, deleted): the worktree catalog may care. */
   onCandidate?: (path: string) => void;
   log: Logger;
@@ -591,6 +596,12 @@ export class FileStore {
     for (const [i, candidate] of this.candidates.entries()) {
       // An ignored directory (node_modules, build output) loads nothing, not even a local variant a package might ship.
       if (ignored || stats[i] === "-" || (candidate.kind === "local" ? local !== null : file !== null)) continue;
+      if (candidate.kind !== "local" && this.options.isIgnoredFile?.(dir + sep + candidate.name) === true) {
+        const refused: Skip = Object.freeze({ path: dir + sep + candidate.name, reason: "git ignores it (a name added by the fileNames option loads only when git does not ignore its file)", transient: false });
+        skipped.push(refused);
+        log.once(`skip:${refused.path}:${refused.reason}`, "warn", `skipped ${refused.path}: ${refused.reason}`);
+        continue;
+      }
       const outcome = readContained(dir + sep + candidate.name, dir, this.realRoot, maxFileBytes);
       if (outcome.kind === "absent") continue;
       if (outcome.kind === "skip") {
