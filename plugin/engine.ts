@@ -12,7 +12,7 @@ import { candidatesOf, FileStore } from "./files/store.ts";
 import { replaceFile, spliceSection } from "./files/update.ts";
 import { walkUp } from "./files/walk.ts";
 import { describe, describeJson, sameFile, snapshotFiles, type FileSnapshot } from "./records/describe.ts";
-import { isSessionId, parseSteer, readFrom, RECORDS_VERSION, recordsDirOf, steerPath, type FileRecord } from "./records/format.ts";
+import { isSessionId, parseSteer, readFrom, RECORDS_VERSION, recordJson, recordsDirOf, steerPath, type FileRecord } from "./records/format.ts";
 import { RecordsWriter } from "./records/writer.ts";
 import { readHistory, scanMessages, type KeptOutput } from "./host/history.ts";
 import { HOST_MARKER, hostCarries, hostEntryPaths, reminderCarries, reminderOf, stripReminder } from "./host/instructions.ts";
@@ -852,7 +852,7 @@ export class Engine {
       const counts = countsRevision();
       const files = last !== undefined && last.counts === counts && (last.snapshot === snapshot || sameSnapshot(last.snapshot, snapshot)) ? last.files : snapshot.map((file) => describeJson(file, delivery, session.recordEntries));
       session.recordMemo = { sources, snapshot, counts, files };
-      return { open: `${JSON.stringify(header).slice(0, -1)},"files":[`, items: files, close: "]}" };
+      return { open: `${recordJson(header).slice(0, -1)},"files":[`, items: files, close: "]}" };
     });
   }
 

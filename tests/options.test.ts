@@ -1,10 +1,11 @@
 import { describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { mkdir, writeFile } from "node:fs/promises";
 import { dirname, isAbsolute, join } from "node:path";
 import { DEFAULT_OPTIONS, resolveOptions } from "../plugin/options.ts";
-import { recordsDirOf } from "../plugin/records/format.ts";
+import { appendSteer, recordsDirOf } from "../plugin/records/format.ts";
 import { callContextTool, projects, start, tempProject } from "./helpers/harness.ts";
 
 const open = projects();
@@ -91,6 +92,30 @@ describe("recordsDir", () => {
       const { dir } = recordsDirOf("", { HOME });
       expect([isAbsolute(dir), dir.endsWith("/.local/state/opencode-project-context")]).toEqual([true, true]);
       expect(isAbsolute(recordsDirOf("~/records", { HOME }).dir)).toBe(true);
+    }
+  });
+
+  test("a recordsDir a shell sources (~/.bashrc.d, set by a project's opencode.json) runs nothing a repository named: no $ or backquote is written (found in review)", async () => {
+    const scratch = mkdtempSync(join(tmpdir(), "pc-sourced-"));
+    try {
+      const records = join(scratch, "bashrc.d");
+      const evil = "d$(touch PWNED)`touch PWNED2`";
+      const plugin = await open(undefined, { records: true, recordsDir: records }, { files: { [`${evil}/AGENTS.md`]: "# evil\n", [`${evil}/x.ts`]: "" } });
+      await plugin.touch("ses_evil", "read", { filePath: `${evil}/x.ts` });
+      await plugin.step("ses_evil");
+      appendSteer(records, "ses_evil", "load", `${evil}/AGENTS.md`);
+      await plugin.dispose();
+      const files = readdirSync(records);
+      expect(files.sort()).toEqual(["ses_evil.jsonl", "ses_evil.steer.jsonl"]);
+      for (const file of files) {
+        const text = readFileSync(join(records, file), "utf8");
+        // The same JSON: the names read back as they are.
+        expect(text.split("\n").filter((line) => line !== "").some((line) => JSON.stringify(JSON.parse(line)).includes(evil))).toBe(true);
+        spawnSync("bash", ["-c", `. ${JSON.stringify(join(records, file))}`], { cwd: scratch });
+      }
+      expect(readdirSync(scratch).filter((name) => name.startsWith("PWNED"))).toEqual([]);
+    } finally {
+      rmSync(scratch, { recursive: true, force: true });
     }
   });
 

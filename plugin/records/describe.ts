@@ -3,7 +3,7 @@ import type { FileVersion } from "../files/contained.ts";
 import type { Mode, Ruled } from "../rules/apply.ts";
 import { SYSTEM_CARRIER, type Known, type Session } from "../session/session.ts";
 import type { RenderedEntry } from "../block/render.ts";
-import type { FileRecord } from "./format.ts";
+import { recordJson, type FileRecord } from "./format.ts";
 
 const TOUCHED: Mode = Object.freeze({ mode: "touched" });
 const MANUAL: Mode = Object.freeze({ mode: "manual" });
@@ -43,7 +43,7 @@ export function describeJson(snapshot: FileSnapshot, delivery: "stable" | "syste
   const known = memo.get(snapshot.file);
   const exact = tokensExact(snapshot.file);
   if (known !== undefined && known.delivery === delivery && known.exact === exact && sameFile(known.snapshot, snapshot)) return known.json;
-  const json = JSON.stringify(describe(snapshot, delivery));
+  const json = recordJson(describe(snapshot, delivery));
   memo.set(snapshot.file, { snapshot, delivery, exact, json });
   return json;
 }

@@ -72,6 +72,17 @@ export interface SteerRequest {
   readonly path: string;
 }
 
+/**
+ * JSON.stringify, with every `$` and backquote written as its \u escape (the same JSON to any
+ * parser): a record holds names the repository chose (a directory named `$(curl …|sh)`), and
+ * `recordsDir` may be set by a project's opencode.json, to a directory a shell sources every file of
+ * (Fedora's ~/.bashrc sources ~/.bashrc.d/*). A line is one word to a shell, its strings double-quoted,
+ * so without `$` and backquotes no name in it runs.
+ */
+export function recordJson(value: unknown): string {
+  return JSON.stringify(value).replace(/[$`]/g, (char) => (char === "$" ? "\\u0024" : "\\u0060"));
+}
+
 /** `$XDG_STATE_HOME/opencode-project-context`, else `~/.local/state/opencode-project-context` (a relative value of either is ignored, as the XDG spec says: it would be taken from wherever OpenCode runs). */
 export function defaultRecordsDir(env: NodeJS.ProcessEnv = process.env): string {
   const xdg = env.XDG_STATE_HOME;
@@ -212,7 +223,7 @@ export function appendSteer(dir: string, session: string, action: SteerRequest["
   const fd = openSync(steerPath(dir, session), APPEND_FLAGS, 0o600);
   try {
     if (!fstatSync(fd).isFile()) throw new Error("not a regular file");
-    writeWhole(fd, Buffer.from(`\n${JSON.stringify(request)}\n`, "utf8"));
+    writeWhole(fd, Buffer.from(`\n${recordJson(request)}\n`, "utf8"));
   } finally {
     closeSync(fd);
   }
