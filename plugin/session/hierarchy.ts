@@ -1,5 +1,13 @@
 import type { FileVersion } from "../files/contained.ts";
 import type { ToolPath } from "../host/tool-paths.ts";
+import { inSlices } from "../turns.ts";
+
+/**
+ * Touches resolved, walks held and chains asked for in slices this long at most: a session continued
+ * with `opencode run -c` touches every path of its history at once (3,000 directories' starts, a
+ * realpath and a stat each, took 57-84 ms in one task). A few touches cost no turn of the loop.
+ */
+const SLICE_MS = 4;
 
 /** What a session's touched paths lead to: every context file that applies, most important first. */
 export interface Hierarchy {
@@ -93,7 +101,9 @@ export async function hierarchyOf(
   const newestFirst = [...touches].reverse();
   newestFirst.push({ path: sessionDir, isFile: false });
   const all = [...newestFirst, ...pins];
-  const starts = await settle(all.map((touch) => before?.starts.get(touch.path) ?? source.resolveStart(touch.path, touch.isFile)));
+  const resolving: (string | undefined | Promise<string | undefined>)[] = [];
+  await inSlices(all, SLICE_MS, (touch) => void resolving.push(before?.starts.get(touch.path) ?? source.resolveStart(touch.path, touch.isFile)));
+  const starts = await settle(resolving);
   const startByPath = new Map<string, string>();
   const startDirs: string[] = [];
   const seenStart = new Set<string>();
@@ -113,8 +123,11 @@ export async function hierarchyOf(
   });
   // Its directories are those of its start directories' walks: taken whole only when each of those is a start directory here too.
   const lent = before !== undefined && everyIn(before.startDirs, seenStart) ? before : undefined;
-  if (holding !== undefined) for (const dir of startDirs) if (lent?.startDirs.has(dir) !== true) holding(source.walkOf(dir), dir);
-  const chains = await settle(startDirs.map((dir) => source.chainOf(dir)));
+  // Every new walk held before any chain is read.
+  if (holding !== undefined) await inSlices(startDirs, SLICE_MS, (dir) => void (lent?.startDirs.has(dir) !== true && holding(source.walkOf(dir), dir)));
+  const asked: (readonly FileVersion[] | Promise<readonly FileVersion[]>)[] = [];
+  await inSlices(startDirs, SLICE_MS, (dir) => void asked.push(source.chainOf(dir)));
+  const chains = await settle(asked);
   const files: FileVersion[] = [];
   const tiers: number[] = [];
   const byPath = new Map<string, FileVersion>();
