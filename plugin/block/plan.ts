@@ -203,6 +203,8 @@ function planExactly(input: PlanInput, fixed: number, heads: readonly number[], 
   // always files: 1.9 s of blocked loop, 0.5 s since).
   let leftCount = items.length;
   let leftTokens = sum(totals);
+  /** No doc before it is left out (set moves it back when one is). */
+  let firstLeft = 0;
   /**
    * What the list costs with the left-out docs but those `skip` holds (weighed as shown; `count` and
    * `tokens` are theirs): the first `named` by a scan from the top, the rest only counted.
@@ -212,7 +214,10 @@ function planExactly(input: PlanInput, fixed: number, heads: readonly number[], 
     if (count <= 0) return 0;
     const names: Left[] = [];
     let namedTokens = 0;
-    for (let i = 0; i < items.length && names.length < named; i++) {
+    // The docs above firstLeft are all shown: a scan from the top past every shown doc, at each tier
+    // that fits, was quadratic too.
+    while (firstLeft < items.length && kept[firstLeft] !== OMITTED) firstLeft++;
+    for (let i = firstLeft; i < items.length && names.length < named; i++) {
       if (kept[i] !== OMITTED || skip.has(i)) continue;
       names.push({ rel: items[i]!.doc.rel, tokens: total(i) });
       namedTokens += total(i);
@@ -232,6 +237,7 @@ function planExactly(input: PlanInput, fixed: number, heads: readonly number[], 
     }
     shownCost += cost(i, k) - cost(i, kept[i]!);
     kept[i] = k;
+    if (k === OMITTED && i < firstLeft) firstLeft = i;
     if (relist && !batch) list = listCost();
   };
 
@@ -358,6 +364,7 @@ function planExactly(input: PlanInput, fixed: number, heads: readonly number[], 
   };
   const nothing = (): Plan => {
     kept.fill(OMITTED);
+    firstLeft = 0;
     return Object.freeze({ ...result(), named: 0, empty: true });
   };
 
@@ -376,8 +383,11 @@ function planExactly(input: PlanInput, fixed: number, heads: readonly number[], 
   // Tiers in order, each whole while everything before it is; the first that does not fit is filled.
   const order = items.map((_, i) => i).sort((a, b) => items[a]!.tier - items[b]!.tier || a - b);
   for (let at = 0; at < order.length; ) {
-    const tier = order.filter((i) => items[i]!.tier === items[order[at]!]!.tier);
-    at += tier.length;
+    // The run of `order` that shares its first doc's tier (order is sorted by tier): a filter of the whole order for each tier was quadratic.
+    let end = at + 1;
+    while (end < order.length && items[order[end]!]!.tier === items[order[at]!]!.tier) end++;
+    const tier = order.slice(at, end);
+    at = end;
     named = mostNamed;
     for (const i of tier) set(i, size(i), true);
     list = listCost();
