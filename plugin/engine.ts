@@ -1035,9 +1035,12 @@ export class Engine {
         const heldStarts = memo?.hierarchy.startDirs;
         const holdWalk = (dirs: Iterable<string>, start: string) => heldStarts?.has(start) === true || hold(dirs);
         // The new walks are held before they are read (watched first: no check owed after), then all of its directories.
-        hierarchy = await hierarchyOf(this.store, this.settings.directory, [...session.touched.values()], [...session.pins.values()], lender, holdWalk);
+        // What the hierarchy is computed from, taken before it is: a pin, touch or eviction made while it
+        // is computed (its slices, a chain's read) must not pass for one it holds.
         const base = `${generation}:${session.pinRevision}:${session.order}`;
-        this.hierarchies.set(session, { key, base, evictions: session.evictions, order: session.order, hierarchy });
+        const { evictions, order: computedOrder } = session;
+        hierarchy = await hierarchyOf(this.store, this.settings.directory, [...session.touched.values()], [...session.pins.values()], lender, holdWalk);
+        this.hierarchies.set(session, { key, base, evictions, order: computedOrder, hierarchy });
         hold(hierarchy.dirSet);
       }
       await this.store.settle(hierarchy.dirSet, since);

@@ -387,3 +387,38 @@ describe("a hierarchy reused from step to step (found in review)", () => {
     }
   });
 });
+
+describe("a pin made while a step's hierarchy is computed (found in review of 0b2f6d3)", () => {
+  test("is in the next step: the memo's base is the pins and order the hierarchy was computed with", async () => {
+    const project = await tempProject("monorepo");
+    const engine = await Engine.create({ directory: project.root, worktree: project.root, options: { ...DEFAULT_OPTIONS, delivery: "system", records: false }, log: createLogger(undefined), client: undefined });
+    const store = engine.store;
+    const chainOf = store.chainOf.bind(store);
+    try {
+      await engine.system("s", ["You are opencode"]);
+      await engine.inspect("s");
+      // The new chain of the next step is held until the pin is made: hierarchyOf awaits it (a read, or its slices).
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      let held = false;
+      store.chainOf = (start) => {
+        const chain = chainOf(start);
+        if (held || !start.endsWith(join("apps", "web", "src"))) return chain;
+        held = true;
+        return gate.then(() => chain);
+      };
+      engine.touch("s", "read", { filePath: "apps/web/src/App.tsx" });
+      const step = engine.system("s", ["You are opencode"]);
+      await waitFor(() => held, 3000, "the step's hierarchy waiting for its new chain");
+      expect(await engine.contextTool("s", { action: "load", path: "services/api", section: "", content: "" })).toContain("pinned");
+      release();
+      await step;
+      store.chainOf = chainOf;
+      expect(sectionPaths(await engine.system("s", ["You are opencode"]))).toContain("services/api/AGENTS.md");
+    } finally {
+      store.chainOf = chainOf;
+      await engine.dispose();
+      await project.cleanup();
+    }
+  });
+});
