@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir, symlink, writeFile } from "node:fs/promises";
 import { dirname, isAbsolute, join } from "node:path";
 import { DEFAULT_OPTIONS, resolveOptions } from "../plugin/options.ts";
 import { appendSteer, recordsDirOf } from "../plugin/records/format.ts";
@@ -175,6 +175,35 @@ describe("bad options through the plugin", () => {
         expect(block ?? "").toContain("# sub");
       }
       expect(plugin.logs.some((entry) => entry.level === "warn" && entry.message.includes(".env") && entry.message.includes("git ignores it"))).toBe(true);
+    } finally {
+      await plugin.dispose();
+      await project.cleanup();
+    }
+  });
+
+  test("a name of the fileNames option that is a committed link to a git-ignored file (NOTES.md -> .env) loads nothing of it (found in review)", async () => {
+    const project = await tempProject();
+    await writeFile(join(project.root, ".gitignore"), ".env\n");
+    await writeFile(join(project.root, ".env"), "API_KEY=linked-secret\n");
+    await mkdir(join(project.root, "sub"), { recursive: true });
+    await writeFile(join(project.root, "sub/x.ts"), "");
+    await writeFile(join(project.root, "sub/AGENTS.md"), "# sub\n");
+    await symlink("../.env", join(project.root, "sub/NOTES.md"));
+    await symlink(".env", join(project.root, "NOTES.md"));
+    expect(spawnSync("git", ["init", "-q"], { cwd: project.root }).status).toBe(0);
+    const plugin = await start(project.root, { delivery: "system", records: false, fileNames: ["NOTES.md", "AGENTS.md"] });
+    try {
+      await plugin.touch("s", "read", { filePath: "sub/x.ts" });
+      const before = await plugin.step("s");
+      await callContextTool(plugin, "warm", { action: "list" });
+      await plugin.touch("t", "read", { filePath: "sub/x.ts" });
+      const after = await plugin.step("t");
+      for (const block of [before, after]) {
+        expect(block ?? "").not.toContain("secret");
+        // The next name is tried.
+        expect(block ?? "").toContain("# sub");
+      }
+      expect(plugin.logs.some((entry) => entry.level === "warn" && entry.message.includes("NOTES.md") && entry.message.includes("git ignores"))).toBe(true);
     } finally {
       await plugin.dispose();
       await project.cleanup();

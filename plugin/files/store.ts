@@ -610,6 +610,13 @@ export class FileStore {
         continue;
       }
       const { version, notes } = outcome;
+      // A name that is a link (NOTES.md -> .env): the file read is judged too, or a committed link hands over what git ignores.
+      if (candidate.kind !== "local" && version.path !== dir + sep + candidate.name && this.options.isIgnoredFile?.(version.path) === true) {
+        const refused: Skip = Object.freeze({ path: dir + sep + candidate.name, reason: `it leads to ${version.rel}, which git ignores (a file git ignores loads only by a default name)`, transient: false });
+        skipped.push(refused);
+        log.once(`skip:${refused.path}:${refused.reason}`, "warn", `skipped ${refused.path}: ${refused.reason}`);
+        continue;
+      }
       for (const note of notes) log.once(`note:${version.path}:${version.sha256}:${note}`, "warn", `${version.path}: ${note}`);
       racy ||= startedAt - outcome.changedMs < RACY_MS;
       if (candidate.kind === "local") local = version;
