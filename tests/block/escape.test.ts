@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { escapeAttribute, escapeInline, escapeText, modelText, sanitize } from "../../plugin/block/escape.ts";
+import { cpuTimeOf } from "../helpers/stall.ts";
 
 /**
  * What a model could read as a tag or OpenCode's marker in text as it reads it (see read); a
@@ -129,10 +130,7 @@ describe("escape", () => {
       "\n".repeat(128_000),
       `${"Instructions ".repeat(9_000)}from`,
     ];
-    for (const input of inputs) {
-      const started = performance.now();
-      modelText(input);
-      expect(performance.now() - started).toBeLessThan(100);
-    }
+    // Main-thread CPU time: the suite may run on a loaded machine (wall time there failed at 140 ms).
+    for (const input of inputs) expect(cpuTimeOf(() => modelText(input))).toBeLessThan(100);
   });
 });

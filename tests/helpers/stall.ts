@@ -6,12 +6,22 @@ import { existsSync, readFileSync } from "node:fs";
  * stall only as far as the main thread ran during it.
  */
 const mainThreadStat = `/proc/self/task/${process.pid}/schedstat`;
-const cpuMs = existsSync(mainThreadStat)
+export const cpuMs = existsSync(mainThreadStat)
   ? () => Number(readFileSync(mainThreadStat, "utf8").split(" ")[0]) / 1e6
   : () => {
       const { user, system } = process.cpuUsage();
       return (user + system) / 1000;
     };
+
+/**
+ * The main thread's CPU time `work` takes (ms): a bound on it holds on a loaded machine, where
+ * wall time also counts the turns other processes get.
+ */
+export function cpuTimeOf(work: () => unknown): number {
+  const started = cpuMs();
+  work();
+  return cpuMs() - started;
+}
 
 /** The largest gap between 1 ms ticks while `work` runs: as far as the main thread ran (`stallMs`), and plain (`wallMs`). */
 export async function largestStall<T>(work: () => Promise<T>): Promise<{ result: T; stallMs: number; wallMs: number }> {
