@@ -1,7 +1,7 @@
 import { basename, sep } from "node:path";
 import { CRITICAL_TIER } from "../block/plan.ts";
 import type { FileVersion } from "../files/contained.ts";
-import { StoredVersion } from "../files/version.ts";
+import { AT_LINE, StoredVersion } from "../files/version.ts";
 import type { IncludeMode } from "../records/format.ts";
 import { sha256Hex } from "../hash.ts";
 import { relativePosix } from "../paths.ts";
@@ -297,10 +297,12 @@ function overrideNote(file: FileVersion, context: RuleContext): string | undefin
 const importing = new WeakMap<FileVersion, string | false>();
 
 function importingBody(file: FileVersion): string | false {
+  // A stored version knows without decoding its text (most have no such line).
+  if (file instanceof StoredVersion && !file.atLine) return false;
   let found = importing.get(file);
   if (found === undefined) {
     const body = file.body;
-    importing.set(file, (found = /^@/m.test(body) ? body : false));
+    importing.set(file, (found = AT_LINE.test(body) ? body : false));
   }
   return found;
 }
