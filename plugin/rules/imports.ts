@@ -1,5 +1,6 @@
 import { dirname, join, relative } from "node:path";
 import { escapeInline } from "../block/escape.ts";
+import { AT_LINE } from "../files/version.ts";
 import { isInside } from "../paths.ts";
 import { outline, sealed, type MarkdownLine } from "./merge.ts";
 
@@ -91,7 +92,7 @@ const EXTENSION = /^[\p{L}\p{N}]+$/u;
  * lines. Linear in the text.
  */
 export function importLines(body: string): ImportLine[] {
-  if (!/^@/m.test(body)) return [];
+  if (!AT_LINE.test(body)) return [];
   const { lines } = outline(body);
   const found: ImportLine[] = [];
   lines.forEach((line, index) => {
