@@ -610,9 +610,11 @@ export class FileStore {
         continue;
       }
       const { version, notes } = outcome;
-      // A name that is a link (NOTES.md -> .env): the file read is judged too, or a committed link hands over what git ignores.
-      if (candidate.kind !== "local" && version.path !== dir + sep + candidate.name && this.options.isIgnoredFile?.(version.path) === true) {
-        const refused: Skip = Object.freeze({ path: dir + sep + candidate.name, reason: `it leads to ${version.rel}, which git ignores (a file git ignores loads only by a default name)`, transient: false });
+      // A name that is a link (NOTES.md -> .env, AGENTS.local.md -> ../.env): the file read is judged too, or a
+      // committed link hands over what git ignores. A local variant loads ignored only as itself (or a link to a local variant of its name).
+      const linkedAway = version.path !== dir + sep + candidate.name && !(candidate.kind === "local" && basename(version.path) === candidate.name);
+      if (linkedAway && this.options.isIgnoredFile?.(version.path) === true) {
+        const refused: Skip = Object.freeze({ path: dir + sep + candidate.name, reason: `it leads to ${version.rel}, which git ignores (a file git ignores loads only by a default name, or as a local variant itself)`, transient: false });
         skipped.push(refused);
         log.once(`skip:${refused.path}:${refused.reason}`, "warn", `skipped ${refused.path}: ${refused.reason}`);
         continue;

@@ -9,8 +9,9 @@ import matter from "gray-matter";
 import { existsSync } from "node:fs";
 import { mkdir, open, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { sectionPaths, start, tempProject, type Started } from "../helpers/harness.ts";
+import { spawnSync } from "node:child_process";
+import { dirname, join } from "node:path";
+import { callContextTool, sectionPaths, start, tempProject, type Started } from "../helpers/harness.ts";
 import type { Event } from "./child/runner.ts";
 import { figures } from "./figures.ts";
 import { expectIntactFrame } from "./frame.ts";
@@ -102,6 +103,45 @@ describe("symlink loops (watcher on, in a child process so a crash cannot hide)"
       await box.cleanup();
     }
   }, 20_000);
+});
+
+describe("committed links to files git ignores", () => {
+  /** A repository with a git-ignored `.env` holding a secret, `links` committed as symlinks; the block of a session that read sub/x.ts, before and after the catalog is built. */
+  async function blocksWith(links: Record<string, string>, files: Record<string, string> = {}): Promise<{ blocks: string[]; plugin: Started; cleanup: () => Promise<void> }> {
+    const project = await tempProject();
+    const all: Record<string, string> = { ".gitignore": ".env\n", ".env": "API_KEY=linked-secret\n", "sub/x.ts": "", "sub/AGENTS.md": "# sub\n", ...files };
+    for (const [rel, text] of Object.entries(all)) {
+      await mkdir(dirname(join(project.root, rel)), { recursive: true });
+      await writeFile(join(project.root, rel), text);
+    }
+    for (const [rel, target] of Object.entries(links)) {
+      await mkdir(dirname(join(project.root, rel)), { recursive: true });
+      await symlink(target, join(project.root, rel));
+    }
+    expect(spawnSync("git", ["init", "-q"], { cwd: project.root }).status).toBe(0);
+    const plugin = await start(project.root, { delivery: "system", records: false });
+    const blocks: string[] = [];
+    await plugin.touch("s", "read", { filePath: "sub/x.ts" });
+    blocks.push((await plugin.step("s")) ?? "");
+    blocks.push(await callContextTool(plugin, "warm", { action: "list" }));
+    await plugin.touch("t", "read", { filePath: "sub/x.ts" });
+    blocks.push((await plugin.step("t")) ?? "");
+    return { blocks, plugin, cleanup: async () => { await plugin.dispose(); await project.cleanup(); } };
+  }
+
+  test("a local variant that is a link to .env (AGENTS.local.md -> ../.env) loads nothing of it; one to an ignored local variant of its name still loads (found in review)", async () => {
+    const { blocks, plugin, cleanup } = await blocksWith({ "sub/AGENTS.local.md": "../.env", "AGENTS.local.md": "sub/shared/AGENTS.local.md" }, { ".gitignore": ".env\n*.local.md\n", "sub/shared/AGENTS.local.md": "# my own notes\n" });
+    try {
+      for (const block of [blocks[0]!, blocks[2]!]) {
+        expect(block).not.toContain("secret");
+        expect(block).toContain("# sub");
+        expect(block).toContain("# my own notes");
+      }
+      expect(messages(plugin, /sub\/AGENTS\.local\.md: it leads to \.env, which git ignores/).length).toBeGreaterThan(0);
+    } finally {
+      await cleanup();
+    }
+  });
 });
 
 describe("hostile content (tests/fixtures/hostile-content)", () => {
