@@ -7,7 +7,7 @@ import { needsMatter, parseFrontmatter } from "../files/frontmatter.ts";
 import { contextNamesOf } from "../files/names.ts";
 import { buildWorktreeIndex, type IgnoreBasisResult, type PathKind, type WorktreeIndex } from "../files/worktree-index.ts";
 import type { Logger } from "../log.ts";
-import { isInside, printOf, realPathOr, relativePosix, statOrUndefined, statPrint } from "../paths.ts";
+import { isInside, printOf, realPathOr, relativePosix, statOrUndefined, statPrint, throughDotGit } from "../paths.ts";
 import { nextTurn } from "../turns.ts";
 import { readContract, type Contract } from "./contract.ts";
 import { AgentRanker, headingsOf, prepareAgentDoc, type AgentDoc, type Ranked } from "./rank.ts";
@@ -470,6 +470,7 @@ export class Catalog {
     if (!rule && (head === undefined || !textMayLoad(head.text, head.truncated))) return undefined;
     const outcome = readContained(path, dirname(path), this.options.worktree, this.options.maxFileBytes);
     if (outcome.kind !== "file") return undefined;
+    if (outcome.version.path !== path && this.leadsToHeld(path, outcome.version)) return undefined;
     let contract = readContract(outcome.version.frontmatter);
     // A rule file that does not say how it loads applies always (where its paths match, if it has some).
     if (rule && !contract.modeGiven) contract = { ...contract, include: "always" };
@@ -477,6 +478,19 @@ export class Catalog {
     if (this.options.watch) this.watchDir(dirname(path));
     // A file changed within RACY_MS of the read may change again within the same timestamp: read again at the next refresh.
     return { file: outcome.version, contract, rule, print: startedAt - outcome.changedMs < RACY_MS ? RACY_PRINT : print };
+  }
+
+  /**
+   * Whether a listed file that is a link (.opencode/rules/r.md -> ../../.env) leads to a file git
+   * ignores, or into .git: the index judged the link's path, not its target, and a committed link
+   * must not hand over a developer's ignored secrets. A context file name led to an ignored file of a
+   * context name loads, as the store's do (a personal CLAUDE.md); without the index, no link loads.
+   */
+  private leadsToHeld(path: string, version: FileVersion): boolean {
+    const rel = relativePosix(this.options.worktree, version.path);
+    const held = throughDotGit(rel) || this.index === undefined || (this.index.isIgnored(rel) && !(this.names.has(basename(path)) && this.names.has(basename(version.path))));
+    if (held) this.options.log.once(`held:${path}:${rel}`, "warn", `skipped ${path}: it leads to ${rel}, which git ignores (or which is git's own); a file git ignores loads only by a context file name`);
+    return held;
   }
 
   /**

@@ -142,6 +142,21 @@ describe("committed links to files git ignores", () => {
       await cleanup();
     }
   });
+
+  test("a rule file that is a link to .env or into .git (.opencode/rules/r.md -> ../../.env) loads nothing of it, though rule files load always (found in review)", async () => {
+    const { blocks, plugin, cleanup } = await blocksWith({ ".opencode/rules/r.md": "../../.env", ".opencode/rules/g.md": "../../.git/config" }, { ".opencode/rules/ok.md": "# a rule\n" });
+    try {
+      for (const block of blocks) {
+        expect(block).not.toContain("secret");
+        expect(block).not.toContain("repositoryformatversion");
+        expect(block).not.toContain(".env");
+      }
+      expect(blocks[2]).toContain("# a rule");
+      expect(messages(plugin, /r\.md: it leads to \.env, which git ignores/).length).toBeGreaterThan(0);
+    } finally {
+      await cleanup();
+    }
+  });
 });
 
 describe("hostile content (tests/fixtures/hostile-content)", () => {
