@@ -224,8 +224,9 @@ export class Engine {
     const store: FileStore = new FileStore({
       // A trailing slash: `.gitignore` rules such as `build/` match directories only.
       isIgnored: (dir) => dir !== store.realRoot && engine?.isIgnored(dir) === true,
-      // A name the options added (a project's opencode.json may add `.env`) loads only if git does not ignore its file.
-      isIgnoredFile: (path) => !DEFAULT_NAMES.has(basename(path)) && engine?.isIgnored(path, false) === true,
+      // A name the options added (a project's opencode.json may add `.env`) loads only if git does not ignore its file;
+      // and no name loads what lies in .git (a committed link CLAUDE.md -> .git/config), whatever the index knows.
+      isIgnoredFile: (path) => throughDotGit(relativePosix(store.realRoot, path)) || (!DEFAULT_NAMES.has(basename(path)) && engine?.isIgnored(path, false) === true),
       onCandidate: (path) => engine?.candidateChanged(path),
       worktree: settings.worktree,
       fileNames: options.fileNames,

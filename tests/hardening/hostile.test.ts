@@ -157,6 +157,19 @@ describe("committed links to files git ignores", () => {
       await cleanup();
     }
   });
+
+  test("a context file that is a link into .git (CLAUDE.md -> .git/config, AGENTS.local.md -> ../.git/config) loads nothing of it (found in review)", async () => {
+    const { blocks, cleanup } = await blocksWith({ "CLAUDE.md": ".git/config", "sub/AGENTS.local.md": "../.git/config" });
+    try {
+      for (const block of blocks) {
+        expect(block).not.toContain("repositoryformatversion");
+        expect(block).not.toContain(".git/");
+      }
+      expect(blocks[2]).toContain("# sub");
+    } finally {
+      await cleanup();
+    }
+  });
 });
 
 describe("hostile content (tests/fixtures/hostile-content)", () => {
