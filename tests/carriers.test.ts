@@ -176,12 +176,15 @@ describe("a continued session (found in review)", () => {
     }
   });
 
-  test("a history holding OpenCode's reminder of an older version that begins with the current text: the current file is sent (found in review)", async () => {
-    const v1 = "# web\n- rule A\n- rule B: never use the legacy client\n";
-    const v2 = "# web\n- rule A\n";
-    const plugin = await openProject(undefined, { records: false }, { files: { "AGENTS.md": "# root\n", "web/AGENTS.md": v2, "web/x.ts": "" } });
+  /**
+   * A session whose history holds OpenCode's read reminder of web/AGENTS.md with `remembered` as its
+   * text (web/AGENTS.md on disk: `files`' own), continued in a new process: what its first request's
+   * block and the next read's output carry, together.
+   */
+  async function restoredWithReminder(files: Record<string, string>, remembered: string): Promise<{ system: string; next: string }> {
+    const plugin = await openProject(undefined, { records: false }, { files: { "AGENTS.md": "# root\n", "web/x.ts": "", ...files } });
     const web = join(plugin.root, "web/AGENTS.md");
-    const output = `<content>1: y</content>\n\n<system-reminder>\nInstructions from: ${web}\n${v1}\n</system-reminder>`;
+    const output = `<content>1: y</content>\n\n<system-reminder>\nInstructions from: ${web}\n${remembered}\n</system-reminder>`;
     const history = [
       { info: { id: "msg_1", role: "user", sessionID: "s" }, parts: [{ type: "text", text: "hi" }] },
       { info: { id: "msg_2", role: "assistant", sessionID: "s" }, parts: [part(output, "c1", undefined, { filePath: join(plugin.root, "web/x.ts") }, [web])] },
@@ -189,32 +192,24 @@ describe("a continued session (found in review)", () => {
     const again = await start(plugin.root, { records: false }, { history });
     try {
       const system = (await again.step("s")) ?? "";
-      const next = await call(again, "c2", "read", { filePath: "web/x.ts" });
-      // The model holds v1 (rule B, since removed): v2 must reach it, in the block or on the next output.
-      expect([...sectionPaths(system), ...sectionPaths(next)]).toContain("web/AGENTS.md");
+      return { system, next: await call(again, "c2", "read", { filePath: "web/x.ts" }) };
     } finally {
       await again.dispose();
     }
+  }
+
+  test("a history holding OpenCode's reminder of an older version that begins with the current text: the current file is sent (found in review)", async () => {
+    const v1 = "# web\n- rule A\n- rule B: never use the legacy client\n";
+    const { system, next } = await restoredWithReminder({ "web/AGENTS.md": "# web\n- rule A\n" }, v1);
+    // The model holds v1 (rule B, since removed): v2 must reach it, in the block or on the next output.
+    expect([...sectionPaths(system), ...sectionPaths(next)]).toContain("web/AGENTS.md");
   });
 
   test("a history holding OpenCode's raw reminder of a file that imports another (a run without the plugin, or delivery \"system\"): the imported text is sent (found in review)", async () => {
     const raw = "# web\n\n@docs/style.md\n";
-    const plugin = await openProject(undefined, { records: false }, { files: { "AGENTS.md": "# root\n", "web/AGENTS.md": raw, "web/docs/style.md": "# style\n- never indent with tabs\n", "web/x.ts": "" } });
-    const web = join(plugin.root, "web/AGENTS.md");
-    const output = `<content>1: y</content>\n\n<system-reminder>\nInstructions from: ${web}\n${raw}\n</system-reminder>`;
-    const history = [
-      { info: { id: "msg_1", role: "user", sessionID: "s" }, parts: [{ type: "text", text: "hi" }] },
-      { info: { id: "msg_2", role: "assistant", sessionID: "s" }, parts: [part(output, "c1", undefined, { filePath: join(plugin.root, "web/x.ts") }, [web])] },
-    ];
-    const again = await start(plugin.root, { records: false }, { history });
-    try {
-      const system = (await again.step("s")) ?? "";
-      const next = await call(again, "c2", "read", { filePath: "web/x.ts" });
-      // The model holds the import line only: the file as the rules make it must reach it.
-      expect(system + next).toContain("- never indent with tabs");
-    } finally {
-      await again.dispose();
-    }
+    const { system, next } = await restoredWithReminder({ "web/AGENTS.md": raw, "web/docs/style.md": "# style\n- never indent with tabs\n" }, raw);
+    // The model holds the import line only: the file as the rules make it must reach it.
+    expect(system + next).toContain("- never indent with tabs");
   });
 
   test("restoring a session whose history delivered 600 files, each on its own output, does not block the event loop (2.5 s in one task before)", async () => {

@@ -579,16 +579,25 @@ describe("deliveries at the edge of the step's budget", () => {
 
   const critical = (tag: string) => criticalText(60, tag, "critical rule number");
 
-  test("an updated priority: critical file goes whole though deletions share its delivery", async () => {
-    const gone = packages(6, (i) => `packages/${["alpha", "beta", "gamma", "delta", "epsilon", "zeta"][i]}-service`);
-    const plugin = await openProject(undefined, { deliveryTokens: 300 }, { files: { "crit/AGENTS.md": critical("END-V1"), ...Object.fromEntries(gone.map((rel) => [rel, "Use tabs.\n"])) } });
+  /**
+   * `gone` and crit/AGENTS.md (`crit("END-V1")`, priority: critical) delivered; then `gone` deleted and
+   * crit/AGENTS.md edited to `crit("END-V2")`: the output of the next read in crit/.
+   */
+  async function criticalUpdatedBesideDeletions(deliveryTokens: number, gone: string[], crit: (tag: string) => string) {
+    const plugin = await openProject(undefined, { deliveryTokens }, { files: { "crit/AGENTS.md": crit("END-V1"), ...Object.fromEntries(gone.map((rel) => [rel, "Use tabs.\n"])) } });
     await deliverEach(plugin, gone);
     await plugin.step("s");
     expect(await read(plugin, "crit/x.ts")).toContain("END-V1");
     for (const rel of gone) await rm(join(plugin.root, rel));
-    await writeFile(join(plugin.root, "crit/AGENTS.md"), critical("END-V2"));
+    await writeFile(join(plugin.root, "crit/AGENTS.md"), crit("END-V2"));
     await plugin.step("s");
     const out = await read(plugin, "crit/x.ts");
+    return { plugin, out };
+  }
+
+  test("an updated priority: critical file goes whole though deletions share its delivery", async () => {
+    const gone = packages(6, (i) => `packages/${["alpha", "beta", "gamma", "delta", "epsilon", "zeta"][i]}-service`);
+    const { plugin, out } = await criticalUpdatedBesideDeletions(300, gone, critical);
     expect(out).toContain("END-V2");
     expect(out).not.toContain("[cut to fit the budget");
     // The critical file passes the 300 tokens alone: the deletions wait for the next delivery rather than grow its block further.
@@ -637,14 +646,7 @@ describe("deliveries at the edge of the step's budget", () => {
     const deliveryTokens = 300;
     const crit = (tag: string) => criticalText(6, tag);
     const gone = packages(14, (i) => `packages/service-number-${i}-with-a-longer-name`);
-    const plugin = await openProject(undefined, { deliveryTokens }, { files: { "crit/AGENTS.md": crit("END-V1"), ...Object.fromEntries(gone.map((rel) => [rel, "Use tabs.\n"])) } });
-    await deliverEach(plugin, gone);
-    await plugin.step("s");
-    expect(await read(plugin, "crit/x.ts")).toContain("END-V1");
-    for (const rel of gone) await rm(join(plugin.root, rel));
-    await writeFile(join(plugin.root, "crit/AGENTS.md"), crit("END-V2"));
-    await plugin.step("s");
-    const out = await read(plugin, "crit/x.ts");
+    const { plugin, out } = await criticalUpdatedBesideDeletions(deliveryTokens, gone, crit);
     const block = out.slice(out.indexOf("<project-context"));
     expect(block).toContain("END-V2");
     expect(tokens(block)).toBeLessThanOrEqual(deliveryTokens);

@@ -152,15 +152,15 @@ describe("bad options through the plugin", () => {
     expect((await callContextTool(plugin, "s", { action: "list" })).split("\n").at(-1)).toBe("Pinned: apps/web/AGENTS.md");
   });
 
-  test("fileNames naming a git-ignored file that is no context file (.env) never puts it in the prompt: a project's opencode.json may set them (found in review)", async () => {
+  /**
+   * The blocks of two sessions touching sub/x.ts in a git repository made by `setUp` under `options`:
+   * one stepped at once (the catalog, which knows what git ignores, maybe not built yet), one once it is.
+   */
+  async function blocksBeforeAndAfterCatalog(setUp: (root: string) => Promise<void>, options: Record<string, unknown>) {
     const project = await tempProject();
-    const files = { ".gitignore": ".env\nCLAUDE.md\n", ".env": "API_KEY=root-secret\n", "CLAUDE.md": "# personal, ignored\n", "sub/.env": "API_KEY=sub-secret\n", "sub/x.ts": "", "sub/AGENTS.md": "# sub\n" };
-    for (const [rel, text] of Object.entries(files)) {
-      await mkdir(dirname(join(project.root, rel)), { recursive: true });
-      await writeFile(join(project.root, rel), text);
-    }
+    await setUp(project.root);
     expect(spawnSync("git", ["init", "-q"], { cwd: project.root }).status).toBe(0);
-    const plugin = await start(project.root, { delivery: "system", records: false, fileNames: [".env", "AGENTS.md", "CLAUDE.md"], pin: [".env"] });
+    const plugin = await start(project.root, { delivery: "system", records: false, ...options });
     try {
       await plugin.touch("s", "read", { filePath: "sub/x.ts" });
       const before = await plugin.step("s");
@@ -168,46 +168,48 @@ describe("bad options through the plugin", () => {
       await callContextTool(plugin, "warm", { action: "list" });
       await plugin.touch("t", "read", { filePath: "sub/x.ts" });
       const after = await plugin.step("t");
-      for (const block of [before, after]) {
-        expect(block ?? "").not.toContain("secret");
-        // A default name keeps loading when git ignores it (a personal CLAUDE.md), and a tracked-to-be AGENTS.md.
-        expect(block ?? "").toContain("# personal, ignored");
-        expect(block ?? "").toContain("# sub");
-      }
-      expect(plugin.logs.some((entry) => entry.level === "warn" && entry.message.includes(".env") && entry.message.includes("git ignores it"))).toBe(true);
+      return { blocks: [before ?? "", after ?? ""], warnings: plugin.logs.filter((entry) => entry.level === "warn").map((entry) => entry.message) };
     } finally {
       await plugin.dispose();
       await project.cleanup();
     }
+  }
+
+  test("fileNames naming a git-ignored file that is no context file (.env) never puts it in the prompt: a project's opencode.json may set them (found in review)", async () => {
+    const files = { ".gitignore": ".env\nCLAUDE.md\n", ".env": "API_KEY=root-secret\n", "CLAUDE.md": "# personal, ignored\n", "sub/.env": "API_KEY=sub-secret\n", "sub/x.ts": "", "sub/AGENTS.md": "# sub\n" };
+    const setUp = async (root: string) => {
+      for (const [rel, text] of Object.entries(files)) {
+        await mkdir(dirname(join(root, rel)), { recursive: true });
+        await writeFile(join(root, rel), text);
+      }
+    };
+    const { blocks, warnings } = await blocksBeforeAndAfterCatalog(setUp, { fileNames: [".env", "AGENTS.md", "CLAUDE.md"], pin: [".env"] });
+    for (const block of blocks) {
+      expect(block).not.toContain("secret");
+      // A default name keeps loading when git ignores it (a personal CLAUDE.md), and a tracked-to-be AGENTS.md.
+      expect(block).toContain("# personal, ignored");
+      expect(block).toContain("# sub");
+    }
+    expect(warnings.some((message) => message.includes(".env") && message.includes("git ignores it"))).toBe(true);
   });
 
   test("a name of the fileNames option that is a committed link to a git-ignored file (NOTES.md -> .env) loads nothing of it (found in review)", async () => {
-    const project = await tempProject();
-    await writeFile(join(project.root, ".gitignore"), ".env\n");
-    await writeFile(join(project.root, ".env"), "API_KEY=linked-secret\n");
-    await mkdir(join(project.root, "sub"), { recursive: true });
-    await writeFile(join(project.root, "sub/x.ts"), "");
-    await writeFile(join(project.root, "sub/AGENTS.md"), "# sub\n");
-    await symlink("../.env", join(project.root, "sub/NOTES.md"));
-    await symlink(".env", join(project.root, "NOTES.md"));
-    expect(spawnSync("git", ["init", "-q"], { cwd: project.root }).status).toBe(0);
-    const plugin = await start(project.root, { delivery: "system", records: false, fileNames: ["NOTES.md", "AGENTS.md"] });
-    try {
-      await plugin.touch("s", "read", { filePath: "sub/x.ts" });
-      const before = await plugin.step("s");
-      await callContextTool(plugin, "warm", { action: "list" });
-      await plugin.touch("t", "read", { filePath: "sub/x.ts" });
-      const after = await plugin.step("t");
-      for (const block of [before, after]) {
-        expect(block ?? "").not.toContain("secret");
-        // The next name is tried.
-        expect(block ?? "").toContain("# sub");
-      }
-      expect(plugin.logs.some((entry) => entry.level === "warn" && entry.message.includes("NOTES.md") && entry.message.includes("git ignores"))).toBe(true);
-    } finally {
-      await plugin.dispose();
-      await project.cleanup();
+    const setUp = async (root: string) => {
+      await writeFile(join(root, ".gitignore"), ".env\n");
+      await writeFile(join(root, ".env"), "API_KEY=linked-secret\n");
+      await mkdir(join(root, "sub"), { recursive: true });
+      await writeFile(join(root, "sub/x.ts"), "");
+      await writeFile(join(root, "sub/AGENTS.md"), "# sub\n");
+      await symlink("../.env", join(root, "sub/NOTES.md"));
+      await symlink(".env", join(root, "NOTES.md"));
+    };
+    const { blocks, warnings } = await blocksBeforeAndAfterCatalog(setUp, { fileNames: ["NOTES.md", "AGENTS.md"] });
+    for (const block of blocks) {
+      expect(block).not.toContain("secret");
+      // The next name is tried.
+      expect(block).toContain("# sub");
     }
+    expect(warnings.some((message) => message.includes("NOTES.md") && message.includes("git ignores"))).toBe(true);
   });
 
   test("are logged through client.app.log and the plugin runs on defaults", async () => {

@@ -5,6 +5,10 @@ import { disposeTokens, tokenStats } from "../../plugin/block/tokens.ts";
 import type { FileVersion } from "../../plugin/files/contained.ts";
 import { recordingLogger } from "../files/helpers.ts";
 
+/** A context file version as the store makes them (the text is what matters here; each test its own numbers). */
+const version = (i: number, body = `# Package ${i}\n\n- rule ${i}: keep the tests green.\n`): FileVersion =>
+  Object.freeze({ path: `/w/p${i}/AGENTS.md`, dir: `/w/p${i}`, rel: `p${i}/AGENTS.md`, raw: body, body, frontmatter: {}, root: false, sha256: `sha${i}`, size: body.length, truncated: false, mtimeMs: 0 });
+
 describe("a block with no file", () => {
   test("is empty exactly when there is no notice and no deletion to tell, for every kind; else it tells each", async () => {
     await fc.assert(
@@ -32,10 +36,6 @@ describe("a block with no file", () => {
 });
 
 describe("exact counts asked for in slices", () => {
-  /** A context file version as the store makes them (the text is what matters here). */
-  const version = (i: number, body: string): FileVersion =>
-    Object.freeze({ path: `/w/p${i}/AGENTS.md`, dir: `/w/p${i}`, rel: `p${i}/AGENTS.md`, raw: body, body, frontmatter: {}, root: false, sha256: `sha${i}`, size: body.length, truncated: false, mtimeMs: 0 });
-
   test("a counter that dies while 800 files are asked for: no block this time, said once, and nothing unhandled", async () => {
     await disposeTokens();
     const words = ["keep", "tests", "green", "module", "imports", "sorted", "before", "commit"];
@@ -56,14 +56,9 @@ describe("exact counts asked for in slices", () => {
 });
 
 describe("the units kept in memory", () => {
-  const version = (i: number): FileVersion => {
-    const body = `# Package ${i}\n\n- rule ${i}: keep the tests green.\n`;
-    return Object.freeze({ path: `/k/p${i}/AGENTS.md`, dir: `/k/p${i}`, rel: `p${i}/AGENTS.md`, raw: body, body, frontmatter: {}, root: false, sha256: `k${i}`, size: body.length, truncated: false, mtimeMs: 0 });
-  };
-
   test("deliveries, which show each file once, leave the units of the latest few only (256 were kept for them: about 5 MiB of the RSS benchmark)", async () => {
     clearDocs();
-    const files = Array.from({ length: 100 }, (_, i) => version(i));
+    const files = Array.from({ length: 100 }, (_, i) => version(4000 + i));
     const made: (readonly string[])[] = [];
     for (const file of files) {
       await compose("delivery", [{ file, tier: 0 }], 6000, recordingLogger());
@@ -89,11 +84,6 @@ describe("the units kept in memory", () => {
 });
 
 describe("the units kept in memory, several sessions (found in review)", () => {
-  const version = (i: number): FileVersion => {
-    const body = `# Package ${i}\n\n- rule ${i}: keep the tests green.\n`;
-    return Object.freeze({ path: `/m/p${i}/AGENTS.md`, dir: `/m/p${i}`, rel: `p${i}/AGENTS.md`, raw: body, body, frontmatter: {}, root: false, sha256: `m${i}`, size: body.length, truncated: false, mtimeMs: 0 });
-  };
-
   test('two sessions of delivery "system" whose blocks alternate (a subagent beside its parent) keep the units of both blocks', async () => {
     clearDocs();
     const big = Array.from({ length: 100 }, (_, i) => ({ file: version(2000 + i), tier: 0 }));
