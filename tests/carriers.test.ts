@@ -32,13 +32,19 @@ async function transform(plugin: Started, parts: unknown[], compaction = false) 
 }
 const compactedEvent = (plugin: Started) => plugin.hooks.event!({ event: { type: "session.compacted", properties: { sessionID: "s" } } } as never);
 
-/** call_0 carries apps/web/AGENTS.md at one step; at the next, a read of the same id carries OpenCode's reminder of services/api/AGENTS.md. */
-async function carrierThenReminder() {
+/** A session whose call_0 carried apps/web/AGENTS.md, one step on. */
+async function webOnCall0() {
   const plugin = await open();
   await plugin.step("s");
   const first = await call(plugin, "call_0", "read", { filePath: "apps/web/src/App.tsx" });
   expect(sectionPaths(first)).toEqual(["apps/web/AGENTS.md"]);
   await plugin.step("s");
+  return { plugin, first };
+}
+
+/** call_0 carries apps/web/AGENTS.md at one step; at the next, a read of the same id carries OpenCode's reminder of services/api/AGENTS.md. */
+async function carrierThenReminder() {
+  const { plugin, first } = await webOnCall0();
   const api = join(plugin.root, "services/api/AGENTS.md");
   const reminder = `\n\n<system-reminder>\nInstructions from: ${api}\n${await readFile(api, "utf8")}\n</system-reminder>`;
   const second = await call(plugin, "call_0", "read", { filePath: "services/api/src/server.ts" }, `<content>1: y</content>${reminder}`, { loaded: [api] });
@@ -91,11 +97,7 @@ describe("reused call ids: what a prune or a compaction took is judged file by f
   });
 
   test("a pruned carrier comes back though a later, kept part of its id (not a read) ends with text shaped like OpenCode's reminder of its file (found in review)", async () => {
-    const plugin = await open();
-    await plugin.step("s");
-    const first = await call(plugin, "call_0", "read", { filePath: "apps/web/src/App.tsx" });
-    expect(sectionPaths(first)).toEqual(["apps/web/AGENTS.md"]);
-    await plugin.step("s");
+    const { plugin, first } = await webOnCall0();
     // bash prints a saved transcript whose last lines are a reminder: OpenCode attached none (no metadata.loaded).
     const web = join(plugin.root, "apps/web/AGENTS.md");
     const transcript = `session log\n\n<system-reminder>\nInstructions from: ${web}\n# an old copy\n</system-reminder>`;

@@ -580,17 +580,19 @@ describe("deliveries at the edge of the step's budget", () => {
   const critical = (tag: string) => criticalText(60, tag, "critical rule number");
 
   /**
-   * `gone` and crit/AGENTS.md (`crit("END-V1")`, priority: critical) delivered; then `gone` deleted and
-   * crit/AGENTS.md edited to `crit("END-V2")`: the output of the next read in crit/.
+   * `gone` and crit/AGENTS.md (`crit("END-V1")`, priority: critical) delivered (`others` exist too);
+   * then `gone` deleted and crit/AGENTS.md edited to `crit("END-V2")`: the output of the next read in
+   * crit/, after `meanwhile`.
    */
-  async function criticalUpdatedBesideDeletions(deliveryTokens: number, gone: string[], crit: (tag: string) => string) {
-    const plugin = await openProject(undefined, { deliveryTokens }, { files: { "crit/AGENTS.md": crit("END-V1"), ...Object.fromEntries(gone.map((rel) => [rel, "Use tabs.\n"])) } });
+  async function criticalUpdatedBesideDeletions(deliveryTokens: number, gone: string[], crit: (tag: string) => string, others: string[] = [], meanwhile = async (_plugin: Started) => {}) {
+    const plugin = await openProject(undefined, { deliveryTokens }, { files: { "crit/AGENTS.md": crit("END-V1"), ...Object.fromEntries([...gone, ...others].map((rel) => [rel, "Use tabs.\n"])) } });
     await deliverEach(plugin, gone);
     await plugin.step("s");
     expect(await read(plugin, "crit/x.ts")).toContain("END-V1");
     for (const rel of gone) await rm(join(plugin.root, rel));
     await writeFile(join(plugin.root, "crit/AGENTS.md"), crit("END-V2"));
     await plugin.step("s");
+    await meanwhile(plugin);
     const out = await read(plugin, "crit/x.ts");
     return { plugin, out };
   }
@@ -674,16 +676,11 @@ describe("deliveries at the edge of the step's budget", () => {
     const crit = (tag: string) => criticalText(18, tag);
     const gone = packages(20, (i) => `packages/service-number-${i}-with-a-longer-name`);
     const pending = packages(8, (i) => `pending/some-rather-long-directory-name-number-${i}`);
-    const plugin = await openProject(undefined, { deliveryTokens }, { files: { "crit/AGENTS.md": crit("END-V1"), ...Object.fromEntries([...gone, ...pending].map((rel) => [rel, "Use tabs.\n"])) } });
-    await deliverEach(plugin, gone);
-    await plugin.step("s");
-    expect(await read(plugin, "crit/x.ts")).toContain("END-V1");
-    for (const rel of gone) await rm(join(plugin.root, rel));
-    await writeFile(join(plugin.root, "crit/AGENTS.md"), crit("END-V2"));
-    await plugin.step("s");
     // Touched, never delivered: the delivery's list of pending files names them.
-    for (const rel of pending) await plugin.touch("s", "read", { filePath: join(plugin.root, rel.replace("AGENTS.md", "x.ts")) });
-    const out = await read(plugin, "crit/x.ts");
+    const touchPending = async (plugin: Started) => {
+      for (const rel of pending) await plugin.touch("s", "read", { filePath: join(plugin.root, rel.replace("AGENTS.md", "x.ts")) });
+    };
+    const { plugin, out } = await criticalUpdatedBesideDeletions(deliveryTokens, gone, crit, pending, touchPending);
     const block = out.slice(out.indexOf("<project-context"));
     expect(block).toContain("END-V2");
     expect(block).toContain("no longer applies");
