@@ -192,7 +192,9 @@ const ATTRIBUTE_ESCAPES: Readonly<Record<string, string>> = {
  * written U+FFFD as escapeInline writes them (the block rides on a tool's text, which the TUI shows).
  */
 export function escapeAttribute(path: string): string {
-  return sanitize(path).replace(/[&"<>\uff06\ufe60\uff02\uff1c\ufe64\uff1e\ufe65\u2028\u2029]|(?!\t)\p{Cc}/gu, (char) => ATTRIBUTE_ESCAPES[char] ?? (isLineBreak(char.charCodeAt(0)) ? " " : "\uFFFD"));
+  return sanitize(path)
+    .replace(/[&"<>\uff06\ufe60\uff02\uff1c\ufe64\uff1e\ufe65]/g, (char) => ATTRIBUTE_ESCAPES[char]!)
+    .replace(INLINE_UNSAFE, inlineSafe);
 }
 
 /**
@@ -201,11 +203,12 @@ export function escapeAttribute(path: string): string {
  * by OpenCode's TUI, which writes a text's control characters to the terminal as they are.
  */
 export function escapeInline(text: string): string {
-  return escapeText(sanitize(text).replace(INLINE_UNSAFE, (char) => (isLineBreak(char.charCodeAt(0)) ? " " : "\uFFFD")));
+  return escapeText(sanitize(text).replace(INLINE_UNSAFE, inlineSafe));
 }
 
-/** Line breaks (a space in a note) and every other control character but the tab (U+FFFD). */
+/** Line breaks (a space in a note or an attribute) and every other control character but the tab (U+FFFD). */
 const INLINE_UNSAFE = /[\u2028\u2029]|(?!\t)\p{Cc}/gu;
+const inlineSafe = (char: string): string => (isLineBreak(char.charCodeAt(0)) ? " " : "\uFFFD");
 
 /** A file's text as the model gets it: invisibles removed, tags and markers neutralized, no trailing whitespace. */
 export function modelText(body: string): string {

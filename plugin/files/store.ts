@@ -593,20 +593,21 @@ export class FileStore {
     let racy = false;
     // The signature's stat of each name, in candidate order: a name it found absent is not opened (most are).
     const stats = signature.split("|").slice(1);
+    const skip = (refused: Skip) => {
+      skipped.push(refused);
+      log.once(`skip:${refused.path}:${refused.reason}`, "warn", `skipped ${refused.path}: ${refused.reason}`);
+    };
     for (const [i, candidate] of this.candidates.entries()) {
       // An ignored directory (node_modules, build output) loads nothing, not even a local variant a package might ship.
       if (ignored || stats[i] === "-" || (candidate.kind === "local" ? local !== null : file !== null)) continue;
       if (candidate.kind !== "local" && this.options.isIgnoredFile?.(dir + sep + candidate.name) === true) {
-        const refused: Skip = Object.freeze({ path: dir + sep + candidate.name, reason: "git ignores it (a name added by the fileNames option loads only when git does not ignore its file)", transient: false });
-        skipped.push(refused);
-        log.once(`skip:${refused.path}:${refused.reason}`, "warn", `skipped ${refused.path}: ${refused.reason}`);
+        skip(Object.freeze({ path: dir + sep + candidate.name, reason: "git ignores it (a name added by the fileNames option loads only when git does not ignore its file)", transient: false }));
         continue;
       }
       const outcome = readContained(dir + sep + candidate.name, dir, this.realRoot, maxFileBytes);
       if (outcome.kind === "absent") continue;
       if (outcome.kind === "skip") {
-        skipped.push(outcome.skip);
-        log.once(`skip:${outcome.skip.path}:${outcome.skip.reason}`, "warn", `skipped ${outcome.skip.path}: ${outcome.skip.reason}`);
+        skip(outcome.skip);
         continue;
       }
       const { version, notes } = outcome;
@@ -614,9 +615,7 @@ export class FileStore {
       // committed link hands over what git ignores. A local variant loads ignored only as itself (or a link to a local variant of its name).
       const linkedAway = version.path !== dir + sep + candidate.name && !(candidate.kind === "local" && basename(version.path) === candidate.name);
       if (linkedAway && this.options.isIgnoredFile?.(version.path) === true) {
-        const refused: Skip = Object.freeze({ path: dir + sep + candidate.name, reason: `it leads to ${version.rel}, which git ignores (a file git ignores loads only by a default name, or as a local variant itself)`, transient: false });
-        skipped.push(refused);
-        log.once(`skip:${refused.path}:${refused.reason}`, "warn", `skipped ${refused.path}: ${refused.reason}`);
+        skip(Object.freeze({ path: dir + sep + candidate.name, reason: `it leads to ${version.rel}, which git ignores (a file git ignores loads only by a default name, or as a local variant itself)`, transient: false }));
         continue;
       }
       for (const note of notes) log.once(`note:${version.path}:${version.sha256}:${note}`, "warn", `${version.path}: ${note}`);
