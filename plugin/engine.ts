@@ -3,7 +3,7 @@ import { existsSync, realpathSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { clearDocs, compose, countsRevision, docOf, knownTokens, wholeSections, type BlockKind, type ComposeExtras, type Composed } from "./block/compose.ts";
 import { CRITICAL_TIER, frameCost, headCost } from "./block/plan.ts";
-import { escapeInline } from "./block/escape.ts";
+import { escapeInline, escapePath } from "./block/escape.ts";
 import { appendedBlock, deletedNotice, leftOutListOf, sectionPrefix, unloadNotice, WHOLE_TAIL, watchNotice, type WatchChange } from "./block/render.ts";
 import { disposeTokens, textBound } from "./block/tokens.ts";
 import type { FileVersion } from "./files/contained.ts";
@@ -661,12 +661,12 @@ export class Engine {
     const hierarchy = await this.fresh(session, true);
     const files = snapshotFiles(session, hierarchy, this.store.realRoot).map((snapshot) => describe(snapshot, this.delivery));
     // Every name, reason and description is repository content: shown on one line, escaped.
-    const lines = files.map((file) => `- ${escapeInline(file.path)}: ${file.level}, ${file.mode}${file.score === undefined ? "" : ` (score ${file.score})`}, ${file.total} tokens; ${escapeInline(stateText(file))}`);
+    const lines = files.map((file) => `- ${escapePath(file.path)}: ${file.level}, ${file.mode}${file.score === undefined ? "" : ` (score ${file.score})`}, ${file.total} tokens; ${escapeInline(stateText(file))}`);
     for (const [path, why] of hierarchy.excluded) lines.push(`- ${this.shownRel(path)}: not loaded: ${escapeInline(why)}`);
     for (const entry of this.catalog?.all ?? []) {
       if (hierarchy.byPath.has(entry.file.path) || hierarchy.excluded.has(entry.file.path)) continue;
       const how = entry.contract.include === "agent" ? "offered when a user message is about it" : "load it with this tool";
-      lines.push(`- ${escapeInline(entry.file.rel)}: ${entry.contract.include}, not loaded (${how})${entry.contract.description === undefined ? "" : `: ${escapeInline(entry.contract.description)}`}`);
+      lines.push(`- ${escapePath(entry.file.rel)}: ${entry.contract.include}, not loaded (${how})${entry.contract.description === undefined ? "" : `: ${escapeInline(entry.contract.description)}`}`);
     }
     const pins = [...session.pins.values()].map((pin) => this.shownRel(pin.path));
     return [
@@ -697,7 +697,7 @@ export class Engine {
       return unpinned ? `project_context unload: unpinned ${rel}.` : `project_context unload: ${rel} is not in this session's context (see the list action)`;
     }
     const where = this.relOf(file.dir) === "" ? "the worktree root" : this.shownRel(file.dir);
-    const names = files.map((each) => escapeInline(each.rel)).join(" and ");
+    const names = files.map((each) => escapePath(each.rel)).join(" and ");
     return files.length === 1
       ? `project_context unload: ${names} is out of this session's context: disregard its instructions from now on. It comes back when a tool call touches ${where} or it is loaded again.`
       : `project_context unload: ${names} are out of this session's context: disregard their instructions from now on. They come back when a tool call touches ${where} or they are loaded again.`;
@@ -1501,7 +1501,7 @@ export class Engine {
 
   /** A worktree path as the tool's text shows it: one line, no tag or host marker (file names are repository content). */
   private shownRel(path: string): string {
-    return escapeInline(this.relOf(path) || ".");
+    return escapePath(this.relOf(path) || ".");
   }
 
   /**

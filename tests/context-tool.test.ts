@@ -295,7 +295,8 @@ test("list shows names and descriptions with terminal controls replaced: OpenCod
   await plugin.step("ses_c");
   await readTool(plugin, "ses_c", `${dir}/x.ts`);
   const list = await contextTool(plugin, "ses_c", { action: "list" });
-  expect(list).toContain("- pkg\uFFFD]52;c;aGVsbG8=\uFFFD\uFFFD[1A\uFFFD[2K\uFFFD2J\uFFFD/AGENTS.md: direct");
+  // A name is written with character references, so it is never shown as another file's name.
+  expect(list).toContain("- pkg&#x1B;]52;c;aGVsbG8=&#x7;&#x1B;[1A&#x1B;[2K&#x9B;2J&#x8;/AGENTS.md: direct");
   expect(list).toContain(": manual, not loaded (load it with this tool): forged\uFFFD[1A\uFFFD[2K\uFFFD\uFFFD");
   expect(list).not.toMatch(/(?!\n)\p{Cc}/u);
 });
@@ -305,7 +306,8 @@ test("load's text names the loaded files with terminal controls replaced too: th
   const plugin = await openProject(undefined, {}, { files: { "AGENTS.md": "# root\n", [`${dir}/AGENTS.md`]: "# pkg\n", [`${dir}/x.ts`]: "" } });
   await plugin.step("ses_l");
   const loaded = await contextTool(plugin, "ses_l", { action: "load", path: dir });
-  expect(loaded).toContain('<context-file path="pkg\uFFFD]52;c;aGVsbG8=\uFFFD\uFFFD[1A\uFFFD[2K\uFFFD2J\uFFFD/AGENTS.md">\n# pkg\n');
+  expect(loaded).toContain("pinned the context files from pkg&#x1B;]52;c;aGVsbG8=&#x7;&#x1B;[1A&#x1B;[2K&#x9B;2J&#x8; up to");
+  expect(loaded).toContain('<context-file path="pkg&#x1B;]52;c;aGVsbG8=&#x7;&#x1B;[1A&#x1B;[2K&#x9B;2J&#x8;/AGENTS.md">\n# pkg\n');
   expect(loaded).not.toMatch(/(?!\n)\p{Cc}/u);
 });
 

@@ -179,23 +179,21 @@ function isLineBreak(code: number): boolean {
   return (code >= 0x0a && code <= 0x0d) || code === 0x85 || code === 0x2028 || code === 0x2029;
 }
 
-/** Each character that could end the attribute or open a tag, with the fullwidth and small forms NFKC makes them. */
-const ATTRIBUTE_ESCAPES: Readonly<Record<string, string>> = {
-  "&": "&amp;", "\uff06": "&amp;", "\ufe60": "&amp;",
-  '"': "&quot;", "\uff02": "&quot;",
-  "<": "&lt;", "\uff1c": "&lt;", "\ufe64": "&lt;",
-  ">": "&gt;", "\uff1e": "&gt;", "\ufe65": "&gt;",
-};
-
 /**
- * A path made safe inside a double-quoted attribute, on one line, its other control characters
- * written U+FFFD as escapeInline writes them (the block rides on a tool's text, which the TUI shows).
+ * A worktree path as the block and the tool show it, in an attribute or a note: one line, no tag,
+ * and never another file's path. Each character that could end the attribute or open a tag (with
+ * the fullwidth and small forms NFKC makes them), each control character but the tab, line break,
+ * invisible and bidi control character is written as a character reference. Removing or blanking
+ * them (sanitize, U+FFFD) showed `pkg\u200b/AGENTS.md` as `pkg/AGENTS.md`, and its deletion's notice
+ * told the model to disregard the other file. `&` is written `&amp;`, so no name can spell another's
+ * reference: two paths are shown alike only when they are the same.
  */
-export function escapeAttribute(path: string): string {
-  return sanitize(path)
-    .replace(/[&"<>\uff06\ufe60\uff02\uff1c\ufe64\uff1e\ufe65]/g, (char) => ATTRIBUTE_ESCAPES[char]!)
-    .replace(INLINE_UNSAFE, inlineSafe);
+export function escapePath(path: string): string {
+  return path.replace(PATH_ESCAPED, (char) => NAMED_ESCAPES[char] ?? `&#x${char.codePointAt(0)!.toString(16).toUpperCase()};`);
 }
+
+const PATH_ESCAPED = /[&"<>\uff06\ufe60\uff02\uff1c\ufe64\uff1e\ufe65\u2028\u2029\p{Default_Ignorable_Code_Point}\p{Bidi_Control}]|(?!\t)\p{Cc}/gu;
+const NAMED_ESCAPES: Readonly<Record<string, string>> = { "&": "&amp;", '"': "&quot;", "<": "&lt;", ">": "&gt;" };
 
 /**
  * A path made safe inside a one-line note: no line breaks, no tags, and no other control character

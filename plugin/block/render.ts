@@ -1,4 +1,4 @@
-import { escapeAttribute, escapeInline } from "./escape.ts";
+import { escapePath } from "./escape.ts";
 import type { BlockKind, Plan, PlanInput } from "./plan.ts";
 
 /** What rendering reads of a plan's input (the budget and the counter are planning's). */
@@ -33,7 +33,7 @@ const PREAMBLES: Readonly<Record<BlockKind, string>> = {
 export const blockHead = (kind: BlockKind) => `${BLOCK_OPEN}${PREAMBLES[kind]}\n`;
 
 /** What every section of the file at `rel` starts with, whatever its status. */
-export const sectionPrefix = (rel: string) => `<context-file path="${escapeAttribute(rel)}"`;
+export const sectionPrefix = (rel: string) => `<context-file path="${escapePath(rel)}"`;
 
 export const sectionHead = (rel: string, updated: boolean) => `${sectionPrefix(rel)}${updated ? ' status="updated"' : ""}>\n`;
 
@@ -42,19 +42,19 @@ export const WHOLE_TAIL = "\n</context-file>\n";
 
 /** Closes a cut section; `endsLine` tells whether the kept text ends with a line break. */
 export const cutTail = (rel: string, leftOut: number, line: number, endsLine: boolean) =>
-  `${endsLine ? "" : "\n"}[cut to fit the budget: ${leftOut} tokens left out; read ${escapeInline(rel)} from line ${line}]\n</context-file>\n`;
+  `${endsLine ? "" : "\n"}[cut to fit the budget: ${leftOut} tokens left out; read ${escapePath(rel)} from line ${line}]\n</context-file>\n`;
 
-export const deletedNotice = (rel: string) => `[${escapeInline(rel)} no longer applies (deleted, moved or replaced); disregard its instructions]\n`;
+export const deletedNotice = (rel: string) => `[${escapePath(rel)} no longer applies (deleted, moved or replaced); disregard its instructions]\n`;
 
 /** A file the user took out of the session's context (the TUI's unpin). */
-export const unloadNotice = (rel: string) => `[${escapeInline(rel)} was taken out of this session's context by the user: disregard its instructions]\n`;
+export const unloadNotice = (rel: string) => `[${escapePath(rel)} was taken out of this session's context by the user: disregard its instructions]\n`;
 
 /** What can happen to a file a loaded context file keeps an eye on. */
 export type WatchChange = "created" | "changed" | "deleted";
 
 /** A file a loaded context file keeps an eye on (`watch:` in its frontmatter) changed. */
 export const watchNotice = (watcher: string, target: string, change: WatchChange) =>
-  `[${escapeInline(target)} was ${change}; ${escapeInline(watcher)} keeps an eye on it (watch): its instructions may need a review]\n`;
+  `[${escapePath(target)} was ${change}; ${escapePath(watcher)} keeps an eye on it (watch): its instructions may need a review]\n`;
 
 export interface Left {
   readonly rel: string;
@@ -70,7 +70,7 @@ export function leftOutList(kind: BlockKind, left: readonly Left[], named: numbe
 /** The same list from its named files and the count and tokens of the rest: what a planner weighing many lists keeps. */
 export function leftOutListOf(kind: BlockKind, named: readonly Left[], restCount: number, restTokens: number): string {
   const label = kind === "delivery" ? "pending (budget; sent in a later step)" : "not included (budget)";
-  const names = named.map((entry) => `${escapeInline(entry.rel)} (${entry.tokens} tokens)`);
+  const names = named.map((entry) => `${escapePath(entry.rel)} (${entry.tokens} tokens)`);
   if (restCount > 0) {
     const files = `${restCount} ${names.length > 0 ? "more " : ""}file${restCount === 1 ? "" : "s"} (${restTokens} tokens)`;
     names.push(names.length > 0 ? `and ${files}` : files);

@@ -1,5 +1,5 @@
 import { dirname, join, relative } from "node:path";
-import { escapeInline } from "../block/escape.ts";
+import { escapeInline, escapePath } from "../block/escape.ts";
 import { AT_LINE } from "../files/version.ts";
 import { isInside } from "../paths.ts";
 import { outline, sealed, type MarkdownLine } from "./merge.ts";
@@ -170,7 +170,7 @@ function inline(target: string, path: string, rel: string, level: number, state:
   state.imports.push(file);
   state.chars += file.body.length;
   const text = expand(file.body, file.path, file.rel, level + 1, state);
-  const shown = escapeInline(file.rel);
+  const shown = escapePath(file.rel);
   return `[imported from ${shown}]\n${sealed(text, outline(text).openFence)}[end of ${shown}]\n`;
 }
 

@@ -1,6 +1,6 @@
 import { dirname } from "node:path";
 import { boundaries, HEADING, ILLEGAL } from "../block/doc.ts";
-import { escapeInline, sanitize } from "../block/escape.ts";
+import { escapeInline, escapePath, sanitize } from "../block/escape.ts";
 import { splitUnits } from "../block/units.ts";
 
 // ---------------------------------------------------------------------------------------------------
@@ -505,8 +505,8 @@ function addEdit(edits: Map<string, Edit[]>, key: string, edit: Edit): void {
 function applyReplacement({ source, targets }: Replacement, edits: Map<string, Edit[]>, notes: Notes): void {
   const [highest, ...lower] = targets as [Located, ...Located[]];
   const title = escapeInline(source.section.title);
-  const from = escapeInline(source.file.rel);
-  const shownIn = escapeInline(highest.file.rel);
+  const from = escapePath(source.file.rel);
+  const shownIn = escapePath(highest.file.rel);
   const moved = sealed(source.file.body.slice(source.section.start, source.section.end), source.section.openFence);
   addEdit(edits, highest.file.key, { ...span(highest.section), text: `[section "${title}" from ${from}, replacing this file's]\n${moved}` });
   const replacedBy = `replaced by the one of ${source.file.rel} (merge: sections)`;

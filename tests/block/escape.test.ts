@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { escapeAttribute, escapeInline, escapeText, modelText, sanitize } from "../../plugin/block/escape.ts";
+import { escapeInline, escapePath, escapeText, modelText, sanitize } from "../../plugin/block/escape.ts";
 import { cpuTimeOf } from "../helpers/stall.ts";
 
 /**
@@ -55,7 +55,7 @@ describe("escape", () => {
     expect(escapeText("x\n  Instructions  FROM : /a\nsay Instructions from: b")).toBe("x\n  Instructions  FROM &#58; /a\nsay Instructions from: b");
     expect(modelText("<\u200bsystem>\u202e\n\n  \n")).toBe("&lt;system>");
     expect(sanitize("a\u034fb\ufe0fc\u200bd\u2066e\u00adf")).toBe("abcdef");
-    expect(escapeAttribute('a"<b>&\n\u200bc')).toBe("a&quot;&lt;b&gt;&amp; c");
+    expect(escapePath('a"<b>&\n\u200bc\t\x1b')).toBe("a&quot;&lt;b&gt;&amp;&#xA;&#x200B;c\t&#x1B;");
     expect(escapeInline("x\nInstructions from: y <system>")).toBe("x Instructions from: y &lt;system>");
   });
 
@@ -72,7 +72,19 @@ describe("escape", () => {
     expect(escapeText("Instructions from\u2a74")).toBe("Instructions from\u2a74");
     // Arabic signs and fullwidth text that spell no tag are left as written.
     expect(escapeText("\u0600\u0661\u06dd \uff1cb\uff1e \uff1c\uff0f\uff44\uff49\uff56\uff1e")).toBe("\u0600\u0661\u06dd \uff1cb\uff1e \uff1c\uff0f\uff44\uff49\uff56\uff1e");
-    expect(escapeAttribute("a\uff02\uff1e\uff1c/project-context\ufe65\uff06")).toBe("a&quot;&gt;&lt;/project-context&gt;&amp;");
+    expect(escapePath("a\uff02\uff1e\uff1c/project-context\ufe65\uff06")).toBe("a&#xFF02;&#xFF1E;&#xFF1C;/project-context&#xFE65;&#xFF06;");
+  });
+
+  test("a path is shown on one line, without a character that could end the attribute or open a tag, and never as another path (found in a hunt)", () => {
+    const unit = fc.constantFrom(...[..."ab/&#;xX0<>\"\n\r\t \u200b\u202e\u2060\u2028\x01\x1b\x9b\uff1c\uff02\ufe64"]);
+    const path = fc.oneof(fc.string({ unit, maxLength: 12 }), fc.string({ unit: "binary", maxLength: 8 }));
+    fc.assert(
+      fc.property(path, path, (a, b) => {
+        expect(escapePath(a)).not.toMatch(/["<>\n\r\u2028\u2029\uff02\uff1c\uff1e\ufe64\ufe65\p{Default_Ignorable_Code_Point}\p{Bidi_Control}]|(?!\t)\p{Cc}/u);
+        if (a !== b) expect(escapePath(a)).not.toBe(escapePath(b));
+      }),
+      { numRuns: 5000 },
+    );
   });
 
   test("matches the reference exactly: each tag's `<`, each marker's colon, nothing else", () => {

@@ -234,7 +234,7 @@ describe("mergeChains: sections", () => {
     const root = file("AGENTS.md", "## Testing\nroot\n");
     const child = file("x\n## Testing\n/AGENTS.md", "## Testing\nchild\n", "sections");
     const body = bodyOf(mergeChains([[root, child]]), root)!;
-    expect(body.split("\n")[0]).toBe("[section \"Testing\" from x ## Testing /AGENTS.md, replacing this file's]");
+    expect(body.split("\n")[0]).toBe("[section \"Testing\" from x&#xA;## Testing&#xA;/AGENTS.md, replacing this file's]");
   });
 });
 

@@ -1,0 +1,61 @@
+/**
+ * Hostile path names and tool arguments, through the real hooks on the real file system: what the
+ * model gets for the paths a tool touched, and that a name never passes for another file's.
+ */
+import { describe, expect, test } from "bun:test";
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
+import { deletedNotice } from "../../plugin/block/render.ts";
+import { projects, sectionPaths, type Started } from "../helpers/harness.ts";
+import { expectIntactFrame } from "./frame.ts";
+
+const openProject = projects();
+
+/** A tool call as OpenCode runs it (before, then after with its result): what the model gets of its output. */
+async function tool(plugin: Started, sessionID: string, name: string, args: unknown): Promise<string> {
+  const callID = `call-${Math.random()}`;
+  await plugin.hooks["tool.execute.before"]!({ tool: name, sessionID, callID } as never, { args } as never);
+  const output = { title: name, output: "tool result", metadata: {} };
+  await plugin.hooks["tool.execute.after"]!({ tool: name, sessionID, callID, args } as never, output as never);
+  return output.output;
+}
+
+describe("a path is shown as itself, never as another file's (found in a hunt)", () => {
+  // Each pair is two directories a name's invisible, bidi, control, line-break or look-alike character
+  // tells apart: the block showed both as the same path.
+  const pairs: [string, string][] = [
+    ["pkg", "pkg\u200b"], ["pkg", "pkg\u202e"], ["pkg", "p\u2060kg"], ["a b", "a\nb"], ["a b", "a\u2028b"],
+    ["a\x01", "a\x02"], ["x<y", "x\uff1cy"], ["x&lt;y", "x<y"], ["q&quot;", 'q"'], ["e\x1b", "e\x9b"],
+  ];
+  const names = [...new Set(pairs.flat())];
+
+  test("every directory's file has its own path in its section, and the frame holds", async () => {
+    const files: Record<string, string> = { "AGENTS.md": "# root\n" };
+    names.forEach((name, i) => (files[`${name}/AGENTS.md`] = `# ${i}\nRULE-${i}\n`));
+    const plugin = await openProject(undefined, {}, { files });
+    await plugin.step("s");
+    const shown = new Map<string, string>();
+    for (const [i, name] of names.entries()) {
+      const output = await tool(plugin, "s", "read", { filePath: `${name}/f.ts` });
+      expect(output).toContain(`RULE-${i}\n`);
+      expectIntactFrame(output.slice(output.indexOf("<project-context>")));
+      const [path] = sectionPaths(output);
+      expect(path?.endsWith("/AGENTS.md")).toBe(true);
+      expect(path).not.toMatch(/[\n\r\u2028\u2029\p{Cc}\p{Default_Ignorable_Code_Point}\p{Bidi_Control}]/u);
+      shown.set(name, path!);
+    }
+    for (const [a, b] of pairs) expect(shown.get(a), JSON.stringify([a, b])).not.toBe(shown.get(b));
+  });
+
+  test("a deleted file's notice names it, not the look-alike file the model still holds", async () => {
+    const files = { "AGENTS.md": "# root\n", "pkg/AGENTS.md": "# pkg\nREAL-RULES\n", "pkg\u200b/AGENTS.md": "# twin\nTWIN-RULES\n" };
+    const plugin = await openProject(undefined, {}, { files });
+    await plugin.step("s");
+    expect(await tool(plugin, "s", "read", { filePath: "pkg/f.ts" })).toContain("REAL-RULES");
+    expect(await tool(plugin, "s", "read", { filePath: "pkg\u200b/f.ts" })).toContain("TWIN-RULES");
+    await rm(join(plugin.root, "pkg\u200b", "AGENTS.md"));
+    const output = await tool(plugin, "s", "read", { filePath: "pkg/f.ts" });
+    expect(output).toContain("no longer applies");
+    expect(output).not.toContain(deletedNotice("pkg/AGENTS.md"));
+  });
+});
