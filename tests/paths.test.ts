@@ -59,17 +59,24 @@ describe("toolPaths", () => {
     expect(dirs("read", { filePath: "../b/f.ts" }, "/repo/a")).toEqual(["/repo/b"]);
   });
 
-  test("paths outside the worktree, URLs, ~, Windows drives, NULs and non-strings are ignored", () => {
+  test("paths outside the worktree, URLs, Windows drives, NULs and non-strings are ignored", () => {
     expect(dirs("read", { filePath: "/etc/passwd" })).toEqual([]);
     expect(dirs("read", { filePath: "../../outside" })).toEqual([]);
     expect(dirs("read", { filePath: "/repository/lookalike.ts" })).toEqual([]);
     expect(dirs("webfetch", { path: "https://example.com/a" })).toEqual([]);
-    expect(dirs("read", { filePath: "~/secrets" })).toEqual([]);
     expect(dirs("read", { filePath: "C:\\Users\\x" })).toEqual([]);
     expect(dirs("read", { filePath: "a\0b" })).toEqual([]);
     expect(dirs("read", { filePath: 42, path: { nested: "x" }, paths: [1, null] })).toEqual([]);
     for (const args of [null, undefined, "string", 7, ["a"], true]) expect(dirs("read", args)).toEqual([]);
     expect(dirs("read", { filePath: "a".repeat(5000) })).toEqual([]);
+  });
+
+  test("a path is taken as OpenCode opens it: `~` and blanks are part of names (found in a hunt)", () => {
+    expect(dirs("read", { filePath: "~/secrets" })).toEqual(["/repo/~"]);
+    expect(dirs("glob", { path: "end " })).toEqual(["/repo/end "]);
+    expect(dirs("bash", { workdir: " lead" })).toEqual(["/repo/ lead"]);
+    // apply_patch's headers are trimmed, as OpenCode's parser trims them.
+    expect(dirs("apply_patch", { patchText: "*** Begin Patch\n*** Add File:  pkg/x.ts \n+x\n*** End Patch" })).toEqual(["/repo/pkg"]);
   });
 
   test("the number of paths taken from one call is bounded", () => {

@@ -53,11 +53,14 @@ function strings(value: unknown): string[] {
   return [];
 }
 
-/** `undefined` for anything that is not a local path of this machine: URLs, `~`, NULs, Windows drives. */
-function toAbsolute(raw: string, base: string): string | undefined {
-  const value = raw.trim();
+/**
+ * The path OpenCode opens for `value` (its tools resolve it against the session directory as given:
+ * no trimming, no `~` expansion, so `end ` and `~home` are names of the worktree); `undefined` for
+ * URLs, NULs and Windows drives, which name no local file a tool reached.
+ */
+function toAbsolute(value: string, base: string): string | undefined {
   if (value.length === 0 || value.length > MAX_PATH_LENGTH || value.includes("\0")) return undefined;
-  if (value.startsWith("~") || /^[a-z][a-z0-9+.-]*:\/\//i.test(value)) return undefined;
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) return undefined;
   if (sep === "/" && /^[a-z]:[\\/]/i.test(value)) return undefined;
   return isAbsolute(value) ? resolve(value) : resolve(base, value);
 }

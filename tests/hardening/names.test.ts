@@ -59,3 +59,19 @@ describe("a path is shown as itself, never as another file's (found in a hunt)",
     expect(output).not.toContain(deletedNotice("pkg/AGENTS.md"));
   });
 });
+
+describe("a tool's path is the one OpenCode opens (found in a hunt)", () => {
+  // OpenCode 1.18.33 resolves read's filePath, glob's and grep's path and bash's workdir against the
+  // session directory as given: no trimming, no `~` expansion (`resolve(directory, path)`).
+  test("names with leading or trailing blanks, or a leading `~`, reach their own directory's file", async () => {
+    const files = { "AGENTS.md": "# root\n", "end /AGENTS.md": "END-SPACE\n", " lead/AGENTS.md": "LEAD-SPACE\n", "~home/AGENTS.md": "TILDE-DIR\n", "tab\t/AGENTS.md": "TAB-END\n" };
+    const plugin = await openProject(undefined, {}, { files });
+    await plugin.step("s");
+    expect(await tool(plugin, "s", "glob", { path: "end ", pattern: "*.ts" })).toContain("END-SPACE");
+    expect(await tool(plugin, "s", "grep", { path: " lead", pattern: "x" })).toContain("LEAD-SPACE");
+    expect(await tool(plugin, "s", "read", { filePath: "~home/x.ts" })).toContain("TILDE-DIR");
+    expect(await tool(plugin, "s", "bash", { workdir: "tab\t", command: "ls" })).toContain("TAB-END");
+    // What OpenCode does not open is not reached either: `~/x` is a directory `~` of the worktree, absent here.
+    expect(await tool(plugin, "s", "read", { filePath: "~/x.ts" })).toBe("tool result");
+  });
+});
