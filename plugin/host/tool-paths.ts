@@ -6,7 +6,12 @@ const FILE_KEYS = ["filePath", "file_path", "filepath", "file", "files"] as cons
 /** Argument names that hold a directory, or a path that may be either. */
 const DIRECTORY_KEYS = ["path", "paths", "workdir", "cwd", "directory", "dir"] as const;
 
-const PATCH_HEADER = /^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+)$/gm;
+/**
+ * A patch's header lines, as OpenCode's parser reads them: lines split at "\n" only, a line that
+ * starts with one of these, its path the rest of the line trimmed (no space needed after the colon; a
+ * name may hold a CR or U+2028, which the `m` flag's `^` and `$`, and `.`, take for line ends).
+ */
+const PATCH_HEADER = /(?:^|\n)\*\*\* (?:Add File|Update File|Delete File|Move to):([^\n]*)/g;
 
 /** Guards against hostile or malformed arguments: each bounds the work `tool.execute.before` may do. */
 const MAX_PATH_LENGTH = 4096;

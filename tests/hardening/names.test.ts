@@ -75,3 +75,18 @@ describe("a tool's path is the one OpenCode opens (found in a hunt)", () => {
     expect(await tool(plugin, "s", "read", { filePath: "~/x.ts" })).toBe("tool result");
   });
 });
+
+describe("apply_patch headers as OpenCode's parser reads them (found in a hunt)", () => {
+  // OpenCode splits the patch at "\n" and takes a line starting `*** Add File:` (Update, Delete, Move
+  // to) as a header, its path the rest of the line trimmed: no space needed after the colon, and a
+  // name may hold any other line break.
+  test("a header without a space after its colon, and a name holding U+2028 or a CR, reach their directories", async () => {
+    const files = { "AGENTS.md": "# root\n", "pkg/AGENTS.md": "PKG-RULES\n", "a\u2028b/AGENTS.md": "LS-RULES\n", "c\rd/AGENTS.md": "CR-RULES\n" };
+    const plugin = await openProject(undefined, {}, { files });
+    await plugin.step("s");
+    const patch = (header: string) => ({ patchText: `*** Begin Patch\n${header}\n+x\n*** End Patch` });
+    expect(await tool(plugin, "s", "apply_patch", patch("*** Add File:pkg/new.ts"))).toContain("PKG-RULES");
+    expect(await tool(plugin, "s", "apply_patch", patch("*** Add File: a\u2028b/new.ts"))).toContain("LS-RULES");
+    expect(await tool(plugin, "s", "apply_patch", patch("*** Add File: c\rd/new.ts"))).toContain("CR-RULES");
+  });
+});
