@@ -17,6 +17,11 @@ const PATCH_HEADER = /(?:^|\n)\*\*\* (?:Add File|Update File|Delete File|Move to
 const MAX_PATH_LENGTH = 4096;
 const MAX_PATHS_PER_CALL = 64;
 const MAX_PATCH_LENGTH = 1024 * 1024;
+/**
+ * Headers of one patch looked at: the path cap counts distinct paths, and 60,000 headers naming one
+ * file (under MAX_PATCH_LENGTH) were each resolved, 30-100 ms in each of the two tool hooks.
+ */
+const MAX_PATCH_HEADERS = 4 * MAX_PATHS_PER_CALL;
 
 /** The name of the plugin's own tool: the path it is given is what to pin or unload, not a touch. */
 export const CONTEXT_TOOL = "project_context";
@@ -46,7 +51,11 @@ export function toolPaths(tool: unknown, args: unknown, sessionDir: string, work
   if (tool === "apply_patch" || tool === "patch" || typeof record.patchText === "string") {
     const patch = record.patchText;
     if (typeof patch === "string" && patch.length <= MAX_PATCH_LENGTH) {
-      for (const match of patch.matchAll(PATCH_HEADER)) add((match[1] ?? "").trim(), true);
+      let headers = 0;
+      for (const match of patch.matchAll(PATCH_HEADER)) {
+        add((match[1] ?? "").trim(), true);
+        if (++headers === MAX_PATCH_HEADERS) break;
+      }
     }
   }
   return [...found].map(([path, isFile]) => ({ path, isFile }));

@@ -7,6 +7,7 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { deletedNotice } from "../../plugin/block/render.ts";
 import { projects, sectionPaths, type Started } from "../helpers/harness.ts";
+import { cpuTimeOf, largestStall } from "../helpers/stall.ts";
 import { expectIntactFrame } from "./frame.ts";
 
 const openProject = projects();
@@ -88,5 +89,28 @@ describe("apply_patch headers as OpenCode's parser reads them (found in a hunt)"
     expect(await tool(plugin, "s", "apply_patch", patch("*** Add File:pkg/new.ts"))).toContain("PKG-RULES");
     expect(await tool(plugin, "s", "apply_patch", patch("*** Add File: a\u2028b/new.ts"))).toContain("LS-RULES");
     expect(await tool(plugin, "s", "apply_patch", patch("*** Add File: c\rd/new.ts"))).toContain("CR-RULES");
+  });
+});
+
+describe("one call's arguments cost little, whatever their shape (found in a hunt)", () => {
+  // A patch under its 1 MB cap of 60,000 headers naming one file: each header was resolved (the
+  // 64-path cap counts distinct paths), 50-100 ms of OpenCode's main thread in tool.execute.before
+  // and as much again in tool.execute.after.
+  test("a 1 MB patch of 60,000 headers: each hook blocks the main thread under 10-15 ms, its directory still reached", async () => {
+    const files = { "AGENTS.md": "# root\n", "p/AGENTS.md": "PKG-RULES\n" };
+    const plugin = await openProject(undefined, { records: false }, { files });
+    await plugin.step("s");
+    const args = { patchText: `*** Begin Patch\n${"*** Move to:p/x\n".repeat(30_000)}${"*** Move to:p//x\n".repeat(30_000)}*** End Patch` };
+    expect(args.patchText.length).toBeLessThan(1024 * 1024);
+    // Warm: the first call of a hook loads and compiles what it runs.
+    await tool(plugin, "warm", "apply_patch", { patchText: "*** Begin Patch\n*** Add File: w.ts\n+x\n*** End Patch" });
+    const input = { tool: "apply_patch", sessionID: "s", callID: "call-big" };
+    const before = cpuTimeOf(() => plugin.hooks["tool.execute.before"]!(input as never, { args } as never));
+    const output = { title: "apply_patch", output: "tool result", metadata: {} };
+    // The after hook reads the arguments again, past its first await: its longest task is measured.
+    const { stallMs } = await largestStall(() => plugin.hooks["tool.execute.after"]!({ ...input, args } as never, output as never));
+    expect(output.output).toContain("PKG-RULES");
+    expect(before).toBeLessThan(10);
+    expect(stallMs).toBeLessThan(15);
   });
 });
