@@ -189,10 +189,14 @@ function isLineBreak(code: number): boolean {
  * reference: two paths are shown alike only when they are the same.
  */
 export function escapePath(path: string): string {
-  return path.replace(PATH_ESCAPED, (char) => NAMED_ESCAPES[char] ?? `&#x${char.codePointAt(0)!.toString(16).toUpperCase()};`);
+  // A name not in NFC reads as its NFC twin (`cafe\u0301` as `café`, to a reader and to a tokenizer
+  // that normalizes): such a path is shown with every non-ASCII character as a reference.
+  const escaped = path === path.normalize("NFC") ? PATH_ESCAPED : PATH_ESCAPED_NOT_NFC;
+  return path.replace(escaped, (char) => NAMED_ESCAPES[char] ?? `&#x${char.codePointAt(0)!.toString(16).toUpperCase()};`);
 }
 
 const PATH_ESCAPED = /[&"<>\uff06\ufe60\uff02\uff1c\ufe64\uff1e\ufe65\u2028\u2029\p{Default_Ignorable_Code_Point}\p{Bidi_Control}]|(?!\t)\p{Cc}/gu;
+const PATH_ESCAPED_NOT_NFC = /[&"<>]|[^\t\x20-\x7e]/gu;
 const NAMED_ESCAPES: Readonly<Record<string, string>> = { "&": "&amp;", '"': "&quot;", "<": "&lt;", ">": "&gt;" };
 
 /**

@@ -48,6 +48,24 @@ describe("a path is shown as itself, never as another file's (found in a hunt)",
     for (const [a, b] of pairs) expect(shown.get(a), JSON.stringify([a, b])).not.toBe(shown.get(b));
   });
 
+  test("two directories whose names are the same text in NFC and NFD are shown apart, as a reader and an NFC-normalizing tokenizer read them", async () => {
+    const names = ["caf\u00e9", "cafe\u0301", "\ud55c", "\u1112\u1161\u11ab", "\u00c5", "\u212b"];
+    const files: Record<string, string> = { "AGENTS.md": "# root\n" };
+    names.forEach((name, i) => (files[`${name}/AGENTS.md`] = `RULE-${i}\n`));
+    const plugin = await openProject(undefined, {}, { files });
+    await plugin.step("s");
+    const shown: string[] = [];
+    for (const [i, name] of names.entries()) {
+      const output = await tool(plugin, "s", "read", { filePath: `${name}/f.ts` });
+      expect(output).toContain(`RULE-${i}\n`);
+      shown.push(sectionPaths(output)[0]!);
+    }
+    expect(new Set(shown.map((path) => path.normalize("NFKC"))).size).toBe(names.length);
+    // A name in NFC is shown as written.
+    expect(shown[0]).toBe("caf\u00e9/AGENTS.md");
+    expect(shown[2]).toBe("\ud55c/AGENTS.md");
+  });
+
   test("a deleted file's notice names it, not the look-alike file the model still holds", async () => {
     const files = { "AGENTS.md": "# root\n", "pkg/AGENTS.md": "# pkg\nREAL-RULES\n", "pkg\u200b/AGENTS.md": "# twin\nTWIN-RULES\n" };
     const plugin = await openProject(undefined, {}, { files });
