@@ -1669,7 +1669,8 @@ const RESTORE_SLICE_MS = 4;
 const RESTORE_CATALOG_WAIT_MS = 1000;
 /** How every section head starts, and how a deletion notice ends (see render.ts). */
 const SECTION_START = sectionPrefix("").slice(0, -1);
-const DELETED_TAIL = deletedNotice("").slice(1);
+/** A deletion notice from the quote that closes its path on (`deletedNotice("")` starts `[""`). */
+const DELETED_TAIL = deletedNotice("").slice(2);
 
 function depth(dir: string): number {
   let count = 0;

@@ -23,9 +23,9 @@ describe("the compacting hook", () => {
     expect(tokens(copy!)).toBeLessThanOrEqual(1000);
     expect(copy).toContain("Amounts are integers in minor units");
     expect(copy).toContain("api rule 0");
-    expect(copy).toMatch(/\[cut to fit the budget: \d+ tokens left out; read services\/api\/AGENTS\.md from line \d+\]/);
+    expect(copy).toMatch(/\[cut to fit the budget: \d+ tokens left out; read "services\/api\/AGENTS\.md" from line \d+\]/);
     expect(copy).not.toContain("# Acme monorepo");
-    expect(copy).toMatch(/not included \(budget\): AGENTS\.md \(\d+ tokens\)/);
+    expect(copy).toMatch(/not included \(budget\): "AGENTS\.md" \(\d+ tokens\)/);
   });
 
   test("a small compactionTokens still names every file", async () => {

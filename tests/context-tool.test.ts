@@ -380,14 +380,14 @@ describe("watch: in frontmatter", () => {
     expect(first).not.toContain("watch:");
     await writeFile(join(plugin.root, "services/api/AGENTS.md"), "# API\nChanged.\n");
     const noticed = await plugin.stepUntil("ses_w", (block) => block?.includes("keeps an eye on it") === true, "a watch notice");
-    expect(noticed).toContain("[services/api/AGENTS.md was changed; AGENTS.md keeps an eye on it (watch): its instructions may need a review]");
+    expect(noticed).toContain('["services/api/AGENTS.md" was changed; "AGENTS.md" keeps an eye on it (watch): its instructions may need a review]');
     // Said once.
     expect(await plugin.step("ses_w")).not.toContain("keeps an eye on it");
     await mkdir(join(plugin.root, "docs"), { recursive: true });
     await writeFile(join(plugin.root, "docs/API.md"), "# API docs\n");
-    expect(await plugin.step("ses_w")).toContain("[docs/API.md was created; AGENTS.md keeps an eye on it");
+    expect(await plugin.step("ses_w")).toContain('["docs/API.md" was created; "AGENTS.md" keeps an eye on it');
     await rm(join(plugin.root, "docs/API.md"));
-    expect(await plugin.step("ses_w")).toContain("[docs/API.md was deleted; AGENTS.md keeps an eye on it");
+    expect(await plugin.step("ses_w")).toContain('["docs/API.md" was deleted; "AGENTS.md" keeps an eye on it');
     // A session that loads the watcher later gets no old notices.
     expect(await plugin.step("ses_late")).not.toContain("keeps an eye on it");
   });
@@ -403,7 +403,7 @@ describe("watch: a file that leaves the list", () => {
     await writeFile(join(plugin.root, "AGENTS.md"), '---\nwatch: ["apps/*/AGENTS.md"]\n---\n# Root, edited\n');
     expect(await plugin.stepUntil("ses_left", (block) => block?.includes("# Root, edited") === true, "the edited watcher")).not.toContain("was deleted");
     await rm(join(plugin.root, "apps/web/AGENTS.md"));
-    expect(await plugin.stepUntil("ses_left", (block) => block?.includes("keeps an eye on it") === true, "the deletion notice")).toContain("[apps/web/AGENTS.md was deleted; AGENTS.md keeps an eye on it");
+    expect(await plugin.stepUntil("ses_left", (block) => block?.includes("keeps an eye on it") === true, "the deletion notice")).toContain('["apps/web/AGENTS.md" was deleted; "AGENTS.md" keeps an eye on it');
   });
 });
 
@@ -478,7 +478,7 @@ describe("what review found, fixed", () => {
     appendSteer(dir, "ses_tu", "unload", "apps/web/AGENTS.md");
     await plugin.step("ses_tu");
     const told = await readTool(plugin, "ses_tu", "services/api/src/x.ts");
-    expect(told).toContain("[apps/web/AGENTS.md was taken out of this session's context by the user: disregard its instructions]");
+    expect(told).toContain(`["apps/web/AGENTS.md" was taken out of this session's context by the user: disregard its instructions]`);
     expect(await readTool(plugin, "ses_tu", "tools/scripts/x.sh")).not.toContain("taken out");
   });
 
@@ -498,7 +498,7 @@ describe("what review found, fixed", () => {
     appendSteer(dir, "ses_tp", toggleAction(row!), "tools/scripts/CLAUDE.md");
     await plugin.step("ses_tp");
     const told = await readTool(plugin, "ses_tp", "services/api/src/y.ts");
-    expect(told).toContain("[tools/scripts/CLAUDE.md was taken out of this session's context by the user: disregard its instructions]");
+    expect(told).toContain(`["tools/scripts/CLAUDE.md" was taken out of this session's context by the user: disregard its instructions]`);
     expect(await readTool(plugin, "ses_tp", "apps/web/src/App.tsx")).not.toContain("taken out");
   });
 

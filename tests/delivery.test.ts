@@ -58,7 +58,7 @@ describe("stable delivery (the default)", () => {
     await plugin.step("s");
     const first = await tool(plugin, "s", "read", { filePath: "pkg/x.ts" });
     expect(sectionPaths(first.output)).toEqual(["pkg/AGENTS.md"]);
-    expect(first.output).toContain("pending (budget; sent in a later step): pkg/AGENTS.local.md");
+    expect(first.output).toContain('pending (budget; sent in a later step): "pkg/AGENTS.local.md"');
     await plugin.step("s");
     // The same path again: nothing new to the session, but its directory holds a file the model knows only by name.
     const again = await tool(plugin, "s", "read", { filePath: "pkg/x.ts" });
@@ -197,7 +197,7 @@ describe("stable delivery (the default)", () => {
     await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" });
     await rm(join(plugin.root, "apps/web/AGENTS.md"));
     const next = await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" });
-    expect(next.output).toContain("apps/web/AGENTS.md no longer applies (deleted, moved or replaced)");
+    expect(next.output).toContain('"apps/web/AGENTS.md" no longer applies (deleted, moved or replaced)');
     expect((await tool(plugin, "s", "read", { filePath: "apps/web/src/App.tsx" })).output).toBe("tool result");
   });
 
@@ -410,7 +410,7 @@ describe("no rebuild repeats what a live tool output carries (found in review)",
       if (change.startsWith("edited")) await writeFile(web, `${v1}- V2 ONLY: indent with tabs.\n`);
       else await rm(web);
       const c2 = await toolWithId(plugin, "c2", args);
-      expect(c2).toContain(change.startsWith("edited") ? "V2 ONLY" : "apps/web/AGENTS.md no longer applies");
+      expect(c2).toContain(change.startsWith("edited") ? "V2 ONLY" : '"apps/web/AGENTS.md" no longer applies');
       // Between `opencode run` and `opencode run -c`: the model's latest word on the file is stale.
       await writeFile(web, v1);
       const call = (callID: string, output: string) => ({ type: "tool", callID, tool: "read", state: { status: "completed", input: args, output, time: { start: 1, end: 2 } } });
@@ -537,7 +537,7 @@ describe("deliveries at the edge of the step's budget", () => {
       await plugin.step("s");
       said += await read(plugin, "README.md");
     }
-    for (const rel of gone) expect(said.split(`${rel} no longer applies`).length - 1).toBe(1);
+    for (const rel of gone) expect(said.split(`"${rel}" no longer applies`).length - 1).toBe(1);
   });
 
   test("a checkout that deletes more delivered files than one block can tell is told over the next deliveries, each once", async () => {
@@ -554,7 +554,7 @@ describe("deliveries at the edge of the step's budget", () => {
     // 300 tokens hold the frame and a few notices: more than one delivery, none larger than the budget allows.
     expect(blocks.filter((block) => block.includes("no longer applies")).length).toBeGreaterThan(1);
     const said = blocks.join("");
-    for (const rel of gone) expect(said.split(`${rel} no longer applies`).length - 1).toBe(1);
+    for (const rel of gone) expect(said.split(`"${rel}" no longer applies`).length - 1).toBe(1);
   });
 
   test("an edit that shares an over-full delivery with deletions still reaches the model, and so does each deletion", async () => {
@@ -574,7 +574,7 @@ describe("deliveries at the edge of the step's budget", () => {
     }
     // An edit "arrives as its new text on the next tool output or the next user message" (README).
     expect(said).toContain("New rule.");
-    for (const rel of [a, b]) expect(said.split(`${rel} no longer applies`).length - 1).toBe(1);
+    for (const rel of [a, b]) expect(said.split(`"${rel}" no longer applies`).length - 1).toBe(1);
   });
 
   const critical = (tag: string) => criticalText(60, tag, "critical rule number");
@@ -606,7 +606,7 @@ describe("deliveries at the edge of the step's budget", () => {
     expect(out).not.toContain("no longer applies");
     await plugin.step("s");
     const next = await read(plugin, "README.md");
-    for (const rel of gone) expect(next.split(`${rel} no longer applies`).length - 1).toBe(1);
+    for (const rel of gone) expect(next.split(`"${rel}" no longer applies`).length - 1).toBe(1);
   });
 
   test("a deletion, a watch notice and a pending file that leave no room for the list of pending files are told at a later step, not never (found in review)", async () => {
@@ -627,8 +627,8 @@ describe("deliveries at the edge of the step's budget", () => {
       await plugin.step("s");
       said += (await read(plugin, "big/x.ts")) + (await read(plugin, "README.md"));
     }
-    expect(said).toContain("gone/AGENTS.md no longer applies");
-    expect(said).toContain("[docs/API.md was changed");
+    expect(said).toContain('"gone/AGENTS.md" no longer applies');
+    expect(said).toContain('["docs/API.md" was changed');
   });
 
   test("a deletion whose notice is longer than a whole block is let go with a warning, and deliveries go on", async () => {
@@ -709,10 +709,10 @@ describe("deliveries at the edge of the step's budget", () => {
     await writeFile(join(plugin.root, api), "v2, changed\n");
     const said = await waitFor(async () => {
       const block = (await plugin.step("s")) ?? "";
-      if (block.includes(`${api} was changed`)) return block;
+      if (block.includes(`"${api}" was changed`)) return block;
       return plugin.logs.some((entry) => entry.message.includes("could not be told")) ? "LET GO" : undefined;
     }, 3000, "the notice told or let go");
-    expect(said).toContain(`${api} was changed`);
+    expect(said).toContain(`"${api}" was changed`);
     expect(said).toContain('<context-file path="AGENTS.md">');
   });
 
@@ -760,8 +760,8 @@ describe("deliveries at the edge of the step's budget", () => {
       said += await read(plugin, "README.md");
     }
     // Each fits a block of its own (and the deletion one beside the file's list): both are told, the deletion once.
-    expect(said).toContain("gone/AGENTS.md no longer applies");
-    expect(said.split("gone/AGENTS.md no longer applies").length - 1).toBe(1);
+    expect(said).toContain('"gone/AGENTS.md" no longer applies');
+    expect(said.split('"gone/AGENTS.md" no longer applies').length - 1).toBe(1);
     expect(said).toContain(`<context-file path="${rel}" status="updated">`);
   });
 
@@ -812,7 +812,7 @@ describe("deliveries at the edge of the step's budget", () => {
     expect(block).not.toContain("no longer applies");
     await plugin.step("s");
     const next = await read(plugin, "README.md");
-    for (const rel of gone) expect(next.split(`${rel} no longer applies`).length - 1).toBe(1);
+    for (const rel of gone) expect(next.split(`"${rel}" no longer applies`).length - 1).toBe(1);
   });
 
   test("a priority: critical file past the budget goes whole whatever the length of its path", async () => {

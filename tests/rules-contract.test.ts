@@ -284,7 +284,7 @@ describe("priority", () => {
     expect(files.get("prio/AGENTS.md")).toMatchObject({ state: "omitted", tokens: 0 });
     expect(sectionOf(block, "prio/crit/AGENTS.md")).toEndWith("CRITICAL-RULE-END\n");
     expect(block).not.toContain("LOW-RULE");
-    expect(block).toMatch(/\[not included \(budget\): [^\]]*prio\/AGENTS\.md \(\d+ tokens\)\]/);
+    expect(block).toMatch(/\[not included \(budget\): [^\]]*"prio\/AGENTS\.md" \(\d+ tokens\)\]/);
   });
 
   test("a critical file past the whole budget is sent whole anyway, with one warning", async () => {
@@ -382,17 +382,17 @@ describe("watch", () => {
     const { plugin, root } = await open({ delivery: "system" });
     await plugin.step("ses_w");
     await writeFile(join(root, "docs/style.md"), "IMPORTED-STYLE: tabs after all.\n");
-    const notice = "[docs/style.md was changed; always/deep/AGENTS.md keeps an eye on it (watch): its instructions may need a review]";
+    const notice = '["docs/style.md" was changed; "always/deep/AGENTS.md" keeps an eye on it (watch): its instructions may need a review]';
     expect(await plugin.stepUntil("ses_w", (block) => block?.includes(notice) === true, "the docs/style.md notice")).toContain(notice);
     expect(await plugin.step("ses_w")).not.toContain("was changed");
     await writeFile(join(root, "pkg/inner/AGENTS.md"), "INNER: rewritten.\n");
-    const glob = "[pkg/inner/AGENTS.md was changed; always/deep/AGENTS.md keeps an eye on it (watch)";
+    const glob = '["pkg/inner/AGENTS.md" was changed; "always/deep/AGENTS.md" keeps an eye on it (watch)';
     expect(await plugin.stepUntil("ses_w", (block) => block?.includes(glob) === true, "the pkg/inner notice")).toContain(glob);
   });
 
   test("parallel calls share a check of the watched files only when it began after their tool ran: a change saved after one call's check is in the next call's output", async () => {
     const { plugin, root } = await open({});
-    const notice = "[docs/style.md was changed; always/deep/AGENTS.md keeps an eye on it (watch)";
+    const notice = '["docs/style.md" was changed; "always/deep/AGENTS.md" keeps an eye on it (watch)';
     await plugin.stepUntil("ses_wp", (block) => block?.includes("ALWAYS-RULE") === true, "the watching file");
     const after = async (callID: string) => {
       const output = { title: "read", output: "tool result", metadata: {} };
@@ -460,7 +460,7 @@ describe("watch past its cap", () => {
         "AGENTS.md: matching its watch globs against the worktree's files took too long (more than 2000000 steps); only the files matched before that are watched",
       ]);
       await writeFile(join(root, "pkg/p1/AGENTS.md"), "P1, changed\n");
-      await plugin.stepUntil("ses_work", (text) => text?.includes("[pkg/p1/AGENTS.md was changed") === true, "the rule file's watch notice");
+      await plugin.stepUntil("ses_work", (text) => text?.includes('["pkg/p1/AGENTS.md" was changed') === true, "the rule file's watch notice");
     } finally {
       await plugin?.dispose();
       await rm(root, { recursive: true, force: true });
@@ -485,10 +485,10 @@ describe("watch past its cap", () => {
       // Every matching file changes: 256 of them are told, in blocks of at most half the budget (none lost, each once).
       for (let i = 0; i < 300; i++) await writeFile(join(root, `pkg/p${i}/AGENTS.md`), `package ${i}, changed\n`);
       const first = await plugin.stepUntil("ses_cap", (text) => text?.includes("was changed") === true, "the watch notices");
-      const told = [...(first?.match(/\[pkg\/p\d+\/AGENTS\.md was changed/g) ?? [])];
+      const told = [...(first?.match(/\["pkg\/p\d+\/AGENTS\.md" was changed/g) ?? [])];
       expect(told.length).toBeGreaterThan(0);
       expect(told.length).toBeLessThan(256);
-      for (let step = 0; step < 10 && told.length < 256; step++) told.push(...((await plugin.step("ses_cap"))?.match(/\[pkg\/p\d+\/AGENTS\.md was changed/g) ?? []));
+      for (let step = 0; step < 10 && told.length < 256; step++) told.push(...((await plugin.step("ses_cap"))?.match(/\["pkg\/p\d+\/AGENTS\.md" was changed/g) ?? []));
       expect(told).toHaveLength(256);
       expect(new Set(told).size).toBe(256);
       expect((await plugin.step("ses_cap"))?.includes("was changed")).toBe(false);
@@ -531,7 +531,7 @@ async function inWatchedPackages(prefix: string, session: string, body: (plugin:
 }
 
 /** The packages' files an output tells changed, in order. */
-const changedIn = (output: string) => [...output.matchAll(/\[(pkg\/p\d+\/AGENTS\.md) was changed/g)].map(([, rel]) => rel!);
+const changedIn = (output: string) => [...output.matchAll(/\["(pkg\/p\d+\/AGENTS\.md)" was changed/g)].map(([, rel]) => rel!);
 
 describe("watch notices past a step's budget", () => {
   test("delivery stable: a burst of notices larger than half the step's budget is told over the next steps, each once, and the files reached still arrive", () =>
@@ -580,7 +580,7 @@ describe("a watched file that keeps changing while its notice waits", () => {
 });
 
 describe("a watch notice in a small budget", () => {
-  for (const deliveryTokens of [64, 70, 90]) test(`deliveryTokens ${deliveryTokens}: told once where a block can hold it with its frame, else let go with a warning (found in review)`, async () => {
+  for (const deliveryTokens of [64, 73, 90]) test(`deliveryTokens ${deliveryTokens}: told once where a block can hold it with its frame, else let go with a warning (found in review)`, async () => {
     const root = await realpath(await mkdtemp(join(tmpdir(), "rules-watch-small-")));
     let plugin: Started | undefined;
     try {
@@ -636,7 +636,7 @@ describe("watch notices beside deletions", () => {
         await plugin.step("ses_del");
         said += await tool(plugin, "ses_del", "read", { filePath: join(root, "packages") });
       }
-      for (const name of ["a", "b", "c", "d"]) expect(said).toContain(`[packages/${name}/AGENTS.md no longer applies`);
+      for (const name of ["a", "b", "c", "d"]) expect(said).toContain(`["packages/${name}/AGENTS.md" no longer applies`);
       expect((said.match(/was changed/g) ?? []).length).toBe(12);
     } finally {
       await plugin?.dispose();
@@ -668,7 +668,7 @@ describe("watch targets through symlinks (found by a hunt)", () => {
       await writeFile(join(root, "docs/real.md"), "version two, longer\n");
       let said = "";
       for (let step = 0; step < 20 && !said.includes("[docs/inside.md was changed"); step++) said += (await plugin.step("ses_links")) ?? "";
-      expect(said).toContain("[docs/inside.md was changed; AGENTS.md keeps an eye on it (watch)");
+      expect(said).toContain('["docs/inside.md" was changed; "AGENTS.md" keeps an eye on it (watch)');
       expect(said).not.toContain("[docs/peek.md");
       expect(said).not.toContain("[docs/via-dir/peek.md");
       expect(warnings(plugin).filter((line) => line.includes("leads outside the worktree"))).toEqual([

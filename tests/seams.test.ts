@@ -80,7 +80,7 @@ test("deleting a delivered always file is announced", async () => {
   const out = await after(plugin);
   const list = await callContextTool(plugin, "s", { action: "list" });
   expect(list).not.toContain("docs/AGENTS.md"); // the plugin knows it is gone
-  expect(out).toContain("docs/AGENTS.md no longer applies");
+  expect(out).toContain('"docs/AGENTS.md" no longer applies');
 });
 
 test("deleting a delivered rule file is announced", async () => {
@@ -88,7 +88,7 @@ test("deleting a delivered rule file is announced", async () => {
   await rm(join(plugin.root, ".opencode/rules/r.md"));
   const out = await after(plugin);
   expect(await callContextTool(plugin, "s", { action: "list" })).not.toContain("rules/r.md");
-  expect(out).toContain(".opencode/rules/r.md no longer applies");
+  expect(out).toContain('".opencode/rules/r.md" no longer applies');
 });
 
 test("an always file made include: manual is announced as no longer applying", async () => {
@@ -96,7 +96,7 @@ test("an always file made include: manual is announced as no longer applying", a
   await writeFile(join(plugin.root, "docs/AGENTS.md"), "---\ninclude: manual\n---\nALWAYS-DOCS v1\n");
   const out = await after(plugin);
   expect(await callContextTool(plugin, "s", { action: "list" })).toContain("docs/AGENTS.md: manual, not loaded");
-  expect(out).toContain("docs/AGENTS.md no longer applies");
+  expect(out).toContain('"docs/AGENTS.md" no longer applies');
 });
 
 test("a prune rebuild does not put a newer version in the block while a later tool output holds an older copy: the next delivery sends it after that copy", async () => {
@@ -152,7 +152,7 @@ test("a deletion notice pruned: the block is built again without the deleted fil
   expect(req.system[1]).toContain("PKG: always use tabs");
   await rm(join(plugin.root, "pkg/AGENTS.md"));
   const { out: [o], ids: [c] } = await h.tools([{ tool: "read", args: { filePath: "pkg/x.ts" } }]);
-  expect(o).toContain("pkg/AGENTS.md no longer applies");
+  expect(o).toContain('"pkg/AGENTS.md" no longer applies');
   req = await h.request();
   await h.tools([{ tool: "read", args: { filePath: "src/y.ts" } }]);
   h.prune(c!);
@@ -396,7 +396,7 @@ test("a continued session: deleting an always file a tool output delivered befor
   await again.step("s");
   out = "";
   for (let i = 0; i < 3; i++) out += await call(again, `e${i}`, { filePath: "src/x.ts" });
-  expect(out).toContain("docs/AGENTS.md no longer applies");
+  expect(out).toContain('"docs/AGENTS.md" no longer applies');
 });
 
 // Found by a second review of the fixes (each fails on 1c3123a).

@@ -40,21 +40,27 @@ export const sectionHead = (rel: string, updated: boolean) => `${sectionPrefix(r
 /** Closes a whole section; model text has no trailing whitespace, hence the line break first. */
 export const WHOLE_TAIL = "\n</context-file>\n";
 
+/**
+ * A path in a note, quoted: a name may be spelled like the rest of a note (`pkg/AGENTS.md no longer
+ * applies ...] [x`), and escapePath writes `"` as `&quot;`, so the name ends where the quotes do.
+ */
+const quoted = (rel: string) => `"${escapePath(rel)}"`;
+
 /** Closes a cut section; `endsLine` tells whether the kept text ends with a line break. */
 export const cutTail = (rel: string, leftOut: number, line: number, endsLine: boolean) =>
-  `${endsLine ? "" : "\n"}[cut to fit the budget: ${leftOut} tokens left out; read ${escapePath(rel)} from line ${line}]\n</context-file>\n`;
+  `${endsLine ? "" : "\n"}[cut to fit the budget: ${leftOut} tokens left out; read ${quoted(rel)} from line ${line}]\n</context-file>\n`;
 
-export const deletedNotice = (rel: string) => `[${escapePath(rel)} no longer applies (deleted, moved or replaced); disregard its instructions]\n`;
+export const deletedNotice = (rel: string) => `[${quoted(rel)} no longer applies (deleted, moved or replaced); disregard its instructions]\n`;
 
 /** A file the user took out of the session's context (the TUI's unpin). */
-export const unloadNotice = (rel: string) => `[${escapePath(rel)} was taken out of this session's context by the user: disregard its instructions]\n`;
+export const unloadNotice = (rel: string) => `[${quoted(rel)} was taken out of this session's context by the user: disregard its instructions]\n`;
 
 /** What can happen to a file a loaded context file keeps an eye on. */
 export type WatchChange = "created" | "changed" | "deleted";
 
 /** A file a loaded context file keeps an eye on (`watch:` in its frontmatter) changed. */
 export const watchNotice = (watcher: string, target: string, change: WatchChange) =>
-  `[${escapePath(target)} was ${change}; ${escapePath(watcher)} keeps an eye on it (watch): its instructions may need a review]\n`;
+  `[${quoted(target)} was ${change}; ${quoted(watcher)} keeps an eye on it (watch): its instructions may need a review]\n`;
 
 export interface Left {
   readonly rel: string;
@@ -70,7 +76,7 @@ export function leftOutList(kind: BlockKind, left: readonly Left[], named: numbe
 /** The same list from its named files and the count and tokens of the rest: what a planner weighing many lists keeps. */
 export function leftOutListOf(kind: BlockKind, named: readonly Left[], restCount: number, restTokens: number): string {
   const label = kind === "delivery" ? "pending (budget; sent in a later step)" : "not included (budget)";
-  const names = named.map((entry) => `${escapePath(entry.rel)} (${entry.tokens} tokens)`);
+  const names = named.map((entry) => `${quoted(entry.rel)} (${entry.tokens} tokens)`);
   if (restCount > 0) {
     const files = `${restCount} ${names.length > 0 ? "more " : ""}file${restCount === 1 ? "" : "s"} (${restTokens} tokens)`;
     names.push(names.length > 0 ? `and ${files}` : files);

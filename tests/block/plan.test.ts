@@ -98,7 +98,7 @@ describe("plan", () => {
         const items = files.map((file) => ({ ...file, counts: countsOf(file.doc) }));
         const input = { kind, items, frame };
         const fenceFree = items.every(({ doc }) => boundaries(doc).every((rank, k) => rank > 0 || k === 0));
-        const framing = (rel: string) => frame(sectionHead(rel, false)) + frame(cutTail(rel, 99_999, 99_999, false)) + frame(`${rel} (99999 tokens), `);
+        const framing = (rel: string) => frame(sectionHead(rel, false)) + frame(cutTail(rel, 99_999, 99_999, false)) + frame(`"${rel}" (99999 tokens), `);
         const maxStep = Math.max(...items.map(({ doc, counts }) => framing(doc.rel) + Math.max(0, ...counts)));
         const everything = cost(input, planned({ ...input, budget: 1e9 }));
         for (let budget = 0; budget <= everything + 3; budget++) {
@@ -202,12 +202,12 @@ describe("plan", () => {
     );
   });
 
-  test("naming every file can cost less than naming all but one: two short paths at budgets 70-73 are both named", () => {
+  test("naming every file can cost less than naming all but one: two short paths at budgets 71-74 are both named", () => {
     const items = ["a", "b"].map((rel) => {
       const doc = toDoc(rel, rel, "x".repeat(401));
       return { doc, tier: 0, counts: countsOf(doc) };
     });
-    for (let budget = 70; budget <= 73; budget++) expect(planned({ kind: "compaction", items, frame, budget }).named).toBe(2);
+    for (let budget = 71; budget <= 74; budget++) expect(planned({ kind: "compaction", items, frame, budget }).named).toBe(2);
   });
 
   test("a compaction copy of 2,000 files frames less than one list naming them all, and makes units only for what it weighs", () => {
@@ -225,7 +225,7 @@ describe("plan", () => {
     expect(result.named).toBeGreaterThan(0);
     // Units only of the files shown and of the first that is not (compaction weighs a cut of that one only).
     expect([...asked].filter((i) => !shown.includes(i)).length).toBeLessThanOrEqual(1);
-    const everyName = items.map(({ doc }) => `${doc.rel} (100 tokens)`).join(", ");
+    const everyName = items.map(({ doc }) => `"${doc.rel}" (100 tokens)`).join(", ");
     expect(framed).toBeLessThan(everyName.length);
   });
 

@@ -71,12 +71,12 @@ describe("render", () => {
         "<project-context>",
         "Repository instructions for the directories you work in, root first, closest last; where they disagree, the closer file wins.",
         '<context-file path="AGENTS.md">',
-        "# Root\n\nroot rule one\n# Root\n\nroot rule one\n# Root\n\nroot rule one\n# Root\n\nroot rule one\n# Root\n\nroot rule one\n[cut to fit the budget: 105 tokens left out; read AGENTS.md from line 16]",
+        "# Root\n\nroot rule one\n# Root\n\nroot rule one\n# Root\n\nroot rule one\n# Root\n\nroot rule one\n# Root\n\nroot rule one\n[cut to fit the budget: 105 tokens left out; read \"AGENTS.md\" from line 16]",
         "</context-file>",
         '<context-file path="a/b/AGENTS.md">',
         "# B\nb rule",
         "</context-file>",
-        "[not included (budget): a/AGENTS.md (2 tokens)]",
+        '[not included (budget): "a/AGENTS.md" (2 tokens)]',
         "</project-context>",
       ].join("\n"),
     );
@@ -93,8 +93,8 @@ describe("render", () => {
     const result = planned(input);
     const text = renderBlock(input, result);
     expect(text).toContain('<context-file path="a/b/AGENTS.md" status="updated">\nb rule\n</context-file>\n');
-    expect(text).toContain("[c/AGENTS.md no longer applies (deleted, moved or replaced); disregard its instructions]\n");
-    expect(text).toContain("[pending (budget; sent in a later step): AGENTS.md (500 tokens)]\n</project-context>");
+    expect(text).toContain('["c/AGENTS.md" no longer applies (deleted, moved or replaced); disregard its instructions]\n');
+    expect(text).toContain('[pending (budget; sent in a later step): "AGENTS.md" (500 tokens)]\n</project-context>');
     expect(renderedEntries(input, result).map((entry) => entry.state)).toEqual(["whole", "pending"]);
     expect(renderBlock({ ...input, items: [], deleted: [] }, planned({ ...input, items: [], deleted: [] }))).toBe("");
   });
@@ -108,7 +108,7 @@ describe("render", () => {
       const states = result.decisions.map((decision) => decision.state);
       const firstLeft = states.findIndex((state) => state !== "whole");
       expect(states.slice(firstLeft + 1).every((state) => state === "omitted")).toBe(true);
-      const named = items.filter(({ doc }) => text.includes(`${doc.rel} (`) || text.includes(`path="${doc.rel}"`)).length;
+      const named = items.filter(({ doc }) => text.includes(`"${doc.rel}" (`) || text.includes(`path="${doc.rel}"`)).length;
       if (named < items.length) expect(text).toMatch(new RegExp(`(and )?${items.length - named} (more )?files \\(\\d+ tokens\\)\\]`));
       if (budget >= 400) expect(named).toBe(items.length);
     }
@@ -119,7 +119,7 @@ describe("render", () => {
     expect(renderBlock(input, planned(input))).toBe("");
     const deletions = { kind: "delivery" as const, items: [], frame, deleted: ["a/AGENTS.md"] };
     expect(renderBlock(deletions, planned({ ...deletions, budget: 10 }))).toBe("");
-    expect(renderBlock(deletions, planned({ ...deletions, budget: 100 }))).toContain("[a/AGENTS.md no longer applies");
+    expect(renderBlock(deletions, planned({ ...deletions, budget: 100 }))).toContain('["a/AGENTS.md" no longer applies');
     const empty = { kind: "system" as const, items: [file("AGENTS.md", "  \n\n")], frame, budget: 1000 };
     expect(renderBlock(empty, planned(empty))).toContain('<context-file path="AGENTS.md">\n\n</context-file>');
   });

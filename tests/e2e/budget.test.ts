@@ -84,7 +84,7 @@ describe("over the delivery budget, inside the real binary", () => {
     const output = lastToolOutput(nth(main(), 1));
     expect(output.split("<project-context>")).toHaveLength(2);
     expect(sectionPaths(output)).toEqual([API.path]);
-    const note = /\n\[cut to fit the budget: (\d+) tokens left out; read packages\/api\/AGENTS\.md from line (\d+)\]\n<\/context-file>\n<\/project-context>$/.exec(output);
+    const note = /\n\[cut to fit the budget: (\d+) tokens left out; read "packages\/api\/AGENTS\.md" from line (\d+)\]\n<\/context-file>\n<\/project-context>$/.exec(output);
     if (note === null) throw new Error(`no cut note at the end of the tool output:\n${output.slice(-400)}`);
     const leftOut = Number(note[1]);
     const line = Number(note[2]);

@@ -95,7 +95,7 @@ describe("compaction", () => {
     const copy = compactionCopy();
     expect(countTokens(copy)).toBeLessThanOrEqual(COMPACTION_TOKENS);
     expect(copy).not.toContain(LAST_WEB_LINE);
-    const note = /\[cut to fit the budget: (\d+) tokens left out; read packages\/web\/AGENTS\.md from line (\d+)\]\n<\/context-file>/.exec(copy);
+    const note = /\[cut to fit the budget: (\d+) tokens left out; read "packages\/web\/AGENTS\.md" from line (\d+)\]\n<\/context-file>/.exec(copy);
     if (note === null) throw new Error(`no cut note for ${WEB.path} in the copy:\n${copy}`);
     // Line n + 2 of the padded file is "web rule n": the line named is the first one left out.
     const line = Number(note[2]);

@@ -82,7 +82,7 @@ export function latest(prompt: string): Map<string, string> {
   for (const m of prompt.matchAll(/<context-file path="([^"]*)"[^>]*>\n([\s\S]*?)\n?<\/context-file>/g)) {
     found.set(m[1]!, { at: m.index!, body: m[2]! });
   }
-  for (const m of prompt.matchAll(/\[([^\]\s]+) no longer applies/g)) {
+  for (const m of prompt.matchAll(/\["([^"]*)" no longer applies/g)) {
     const prev = found.get(m[1]!);
     if (prev === undefined || prev.at < m.index!) found.set(m[1]!, { at: m.index!, body: "DELETED" });
   }
