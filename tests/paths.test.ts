@@ -79,6 +79,15 @@ describe("toolPaths", () => {
     expect(dirs("apply_patch", { patchText: "*** Begin Patch\n*** Add File:  pkg/x.ts \n+x\n*** End Patch" })).toEqual(["/repo/pkg"]);
   });
 
+  test("a glob's pattern names the directories before its first wildcard, below its path (found in a hunt)", () => {
+    expect(dirs("glob", { pattern: "pkg/src/**/*.ts" })).toEqual(["/repo/pkg/src"]);
+    expect(dirs("glob", { path: "lib", pattern: "a/{b,c}/*.md" })).toEqual(["/repo/lib", "/repo/lib/a"]);
+    expect(dirs("glob", { pattern: "src/index.ts" })).toEqual(["/repo/src"]);
+    for (const pattern of ["**/*.ts", "*.md", "!pkg/x", "[ab]/c.ts", "../../etc/*"]) expect(dirs("glob", { pattern })).toEqual([]);
+    // Only glob's: grep's `include` filters file names.
+    expect(dirs("grep", { pattern: "pkg/x", include: "pkg/*.ts" })).toEqual([]);
+  });
+
   test("the number of paths taken from one call is bounded", () => {
     const paths = Array.from({ length: 500 }, (_, i) => `d${i}`);
     expect(dirs("custom", { paths }).length).toBe(64);

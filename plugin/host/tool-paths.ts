@@ -13,6 +13,9 @@ const DIRECTORY_KEYS = ["path", "paths", "workdir", "cwd", "directory", "dir"] a
  */
 const PATCH_HEADER = /(?:^|\n)\*\*\* (?:Add File|Update File|Delete File|Move to):([^\n]*)/g;
 
+/** A name of a glob's pattern that is not a literal directory name: a wildcard, a class, braces, an escape or a negation. */
+const GLOB_SYNTAX = /[*?[\]{}\\]|^!/;
+
 /** Guards against hostile or malformed arguments: each bounds the work `tool.execute.before` may do. */
 const MAX_PATH_LENGTH = 4096;
 const MAX_PATHS_PER_CALL = 64;
@@ -48,6 +51,16 @@ export function toolPaths(tool: unknown, args: unknown, sessionDir: string, work
   };
   for (const key of FILE_KEYS) for (const value of strings(record[key])) add(value, true);
   for (const key of DIRECTORY_KEYS) for (const value of strings(record[key])) add(value, false);
+  if (tool === "glob" && typeof record.pattern === "string" && record.pattern.length <= MAX_PATH_LENGTH) {
+    // OpenCode's glob lists what `pattern` matches below `path` (the session directory when absent):
+    // `pkg/src/**/*.ts` reaches pkg/src as `path: "pkg/src"` would. The directories named before the
+    // first wildcard count (the last name is the files').
+    const base = typeof record.path === "string" && record.path !== "" ? toAbsolute(record.path, sessionDir) : sessionDir;
+    const names = record.pattern.split("/");
+    const literal = names.slice(0, -1).findIndex((name) => GLOB_SYNTAX.test(name));
+    const prefix = names.slice(0, literal === -1 ? -1 : literal).join("/");
+    if (base !== undefined && prefix !== "") add(resolve(base, prefix), false);
+  }
   if (tool === "apply_patch" || tool === "patch" || typeof record.patchText === "string") {
     const patch = record.patchText;
     if (typeof patch === "string" && patch.length <= MAX_PATCH_LENGTH) {

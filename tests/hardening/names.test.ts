@@ -114,6 +114,20 @@ describe("a tool's path is the one OpenCode opens (found in a hunt)", () => {
   });
 });
 
+describe("a glob's pattern names the directories it searches (found in a hunt)", () => {
+  // OpenCode's glob lists what `pattern` matches below `path` (the session directory when absent): a
+  // pattern `pkg/**/*.ts` reaches pkg/ as surely as `path: "pkg"` does.
+  test("the literal directories before a pattern's first wildcard are touched, below path; a pattern that climbs out touches nothing outside", async () => {
+    const files = { "AGENTS.md": "# root\n", "pkg/AGENTS.md": "PKG-RULES\n", "pkg/src/AGENTS.md": "SRC-RULES\n", "lib/AGENTS.md": "LIB-RULES\n", "lib/a/AGENTS.md": "LIB-A-RULES\n" };
+    const plugin = await openProject(undefined, {}, { files });
+    await plugin.step("s");
+    const first = await tool(plugin, "s", "glob", { pattern: "pkg/src/**/*.ts" });
+    expect(sectionPaths(first)).toEqual(["pkg/src/AGENTS.md", "pkg/AGENTS.md"]);
+    expect(sectionPaths(await tool(plugin, "s", "glob", { path: "lib", pattern: "a/*.md" }))).toEqual(["lib/a/AGENTS.md", "lib/AGENTS.md"]);
+    expect(await tool(plugin, "s", "glob", { pattern: "../../**/*.md" })).toBe("tool result");
+  });
+});
+
 describe("apply_patch headers as OpenCode's parser reads them (found in a hunt)", () => {
   // OpenCode splits the patch at "\n" and takes a line starting `*** Add File:` (Update, Delete, Move
   // to) as a header, its path the rest of the line trimmed: no space needed after the colon, and a
