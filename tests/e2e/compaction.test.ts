@@ -108,7 +108,7 @@ describe("compaction", () => {
     const copy = compactionCopy();
     const sections = sectionPaths(copy);
     expect(sections.slice(0, 2)).toEqual([COMPONENTS.path, WEB.path]);
-    if (!sections.includes(ROOT_CLAUDE.path)) expect(copy).toMatch(/\[not included \(budget\): CLAUDE\.md \(\d+ tokens\)\]/);
+    if (!sections.includes(ROOT_CLAUDE.path)) expect(copy).toMatch(/\[not included \(budget\): "CLAUDE\.md" \(\d+ tokens\)\]/);
   });
 
   test("the first request after compaction holds the whole hierarchy in its system block, each file once", () => {
