@@ -261,6 +261,20 @@ describe("bulk changes (found in a hunt)", () => {
     await plugin.stepUntil("s", (block) => block?.includes("PKG v3") === true, "the later edit", 1500);
   }, 20_000);
 
+  test("a rule file and an always file's variant made while the kernel's queue overflowed are in the next step: the catalog lists its watched directories (found in a hunt)", async () => {
+    const files = { "AGENTS.md": "# root\n", "docs/guide/AGENTS.md": "---\ninclude: always\n---\n# ALWAYS v1\n", ".opencode/rules/team.md": "# TEAM v1\n", "x.ts": "" };
+    const plugin = await openProject(undefined, { delivery: "system", records: false }, { files });
+    const { root } = plugin;
+    await plugin.touch("s", "read", { filePath: "x.ts" });
+    await plugin.stepUntil("s", (block) => block?.includes("TEAM v1") === true && block.includes("ALWAYS v1"), "the catalog");
+    // About 24,000 events, past the kernel's default queue of 16,384: the creations' events are lost.
+    for (let i = 0; i < 12_000; i++) writeFileSync(join(root, `scratch${i % 2}`), `w${i}`);
+    writeFileSync(join(root, ".opencode/rules/new.md"), "# NEW RULE\n");
+    writeFileSync(join(root, "docs/guide/AGENTS.local.md"), "---\ninclude: always\n---\n# NEW LOCAL\n");
+    const block = await plugin.step("s");
+    expect({ rule: block?.includes("NEW RULE"), local: block?.includes("NEW LOCAL") }).toEqual({ rule: true, local: true });
+  }, 20_000);
+
   test("1,500 context files saved at once (a checkout) are read at the next step without blocking the event loop: each directory stat'd and each file read once, in slices", async () => {
     const N = 1500;
     const text = (rel: string) => `# ${rel}\n${"- a rule line\n".repeat(40)}`;

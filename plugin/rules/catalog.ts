@@ -76,7 +76,13 @@ export class Catalog {
   private readonly watchers = new Map<string, { readonly watch: DirWatch; readonly id: string }>();
   /** Linux's event queue, shared (inotify.ts); undefined: fs.watch, and every entry stat'd at each refresh. */
   private readonly inotify: Inotify | undefined;
-  private readonly inotifyUser: InotifyUser = { drained: () => {}, overflowed: () => (this.eventsLost = true) };
+  private readonly inotifyUser: InotifyUser = {
+    drained: () => {},
+    overflowed: () => {
+      this.eventsLost = true;
+      this.overflowed = true;
+    },
+  };
   /** Paths inotify events named since the last refresh. */
   private readonly pending = new Set<string>();
   /**
@@ -106,6 +112,12 @@ export class Catalog {
   private readonly gone = new Set<string>();
   /** The queue overflowed, or a watched directory went or is another one now: every entry is stat'd at the next refresh. */
   private eventsLost = false;
+  /**
+   * The queue overflowed: a file made meanwhile in a watched directory (a new rule file, an always
+   * file's variant) told nothing, and no entry's stat finds it. Every watched directory is listed at
+   * the next refresh, as one back from gone is.
+   */
+  private overflowed = false;
   /** Stats of entries made by refreshes, and of watched directories' identity (for tests: what a refresh costs). */
   refreshStats = 0;
   dirChecks = 0;
@@ -264,6 +276,7 @@ export class Catalog {
   /** What a refresh reads and stats, in slices of SLICE_MS: a checkout names thousands of files. */
   private async refreshNow(): Promise<void> {
     let stale: string[];
+    let relist: string[] = [];
     if (this.inotify === undefined) stale = [...this.entries.keys()];
     else {
       this.inotify.drain();
@@ -272,6 +285,8 @@ export class Catalog {
       this.eventsLost = false;
       stale = [...this.unsure];
       this.unsure.clear();
+      if (this.overflowed) relist = [...this.watchers.keys()];
+      this.overflowed = false;
     }
     // With no watches (option watch false), a rule file new in a rule directory is found by listing it
     // (one that is no entry is read again only when stat says it changed).
@@ -289,8 +304,6 @@ export class Catalog {
       this.dangling.set(path, now);
       this.pending.add(path);
     }
-    const named = [...this.pending];
-    this.pending.clear();
     let sliceEnd = performance.now() + SLICE_MS;
     const sliced = async (work: () => void) => {
       if (performance.now() > sliceEnd) {
@@ -299,8 +312,19 @@ export class Catalog {
       }
       if (!this.disposed) work();
     };
+    // After an overflow, each watched directory's names, as if events named them (in slices: a checkout
+    // that overflows the queue may find the catalog watching thousands of directories).
+    for (const dir of relist) await sliced(() => this.relistDir(dir));
+    const named = [...this.pending];
+    this.pending.clear();
     for (const path of named) await sliced(() => this.changed(path));
     for (const path of stale) await sliced(() => this.recheck(path));
+  }
+
+  /** A watched directory's names that are no entry (the entries are stat'd as unsure), as if events named them. */
+  private relistDir(dir: string): void {
+    if (!this.watchers.has(dir)) return;
+    for (const name of readdirOrEmpty(dir)) if (!this.entries.has(join(dir, name))) this.onDirEvent(dir, name, false);
   }
 
   private listRuleDir(dir: string): void {
