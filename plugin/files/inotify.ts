@@ -93,7 +93,7 @@ export class Inotify {
     private readonly buffer: Uint8Array,
   ) {
     this.view = new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength);
-    this.timer = setInterval(() => this.drain(), IDLE_DRAIN_MS);
+    this.timer = setInterval(() => this.drainIdle(), IDLE_DRAIN_MS);
     this.timer.unref?.();
   }
 
@@ -184,32 +184,56 @@ export class Inotify {
     for (const user of [...this.users]) guarded(() => user.drained());
   }
 
+  /**
+   * Dispatches what one read of the queue holds (its 64 KiB buffer: about 1,500 events of a
+   * checkout); false once the queue is found empty (or closed). A caller that must not hold the event
+   * loop for long drains in such parts, with turns between them, until it gets false: every change
+   * saved before its first part is seen then (users are not told: see drain).
+   */
+  drainPart(): boolean {
+    if (this.closed) return false;
+    // The array itself is passed: the FFI takes its address at each call (no pointer kept across collections).
+    const got = Number(this.libc.read(this.fd, this.buffer, this.buffer.length));
+    // A signal can interrupt even a non-blocking read: the queue is not known empty then.
+    if (got < 0 && this.errno() === EINTR) return true;
+    if (got <= 0) return false;
+    this.dispatch(got);
+    return true;
+  }
+
+  /**
+   * The idle drain: one read of the queue a turn (a checkout's thousands of events in one task would
+   * block the event loop), then users are told, as by drain.
+   */
+  private drainIdle(): void {
+    if (this.drainPart()) setImmediate(() => this.drainIdle());
+    else for (const user of [...this.users]) guarded(() => user.drained());
+  }
+
   private readAll(): void {
-    while (!this.closed) {
-      // The array itself is passed: the FFI takes its address at each call (no pointer kept across collections).
-      const got = Number(this.libc.read(this.fd, this.buffer, this.buffer.length));
-      // A signal can interrupt even a non-blocking read: the queue is not known empty then.
-      if (got < 0 && this.errno() === EINTR) continue;
-      if (got <= 0) return;
-      for (let at = 0; at + EVENT_HEADER <= got; ) {
-        const wd = this.view.getInt32(at, true);
-        const mask = this.view.getUint32(at + 4, true);
-        const length = this.view.getUint32(at + 12, true);
-        const nameBytes = this.buffer.subarray(at + EVENT_HEADER, at + EVENT_HEADER + length);
-        at += EVENT_HEADER + length;
-        if (mask & IN_Q_OVERFLOW) {
-          for (const user of [...this.users]) guarded(() => user.overflowed());
-          continue;
-        }
-        const known = this.watches.get(wd);
-        if (known === undefined) continue;
-        // The directory itself went (deleted, moved, unmounted): reported under its own name, as fs.watch does.
-        const end = nameBytes.indexOf(0);
-        const self = (mask & SELF) !== 0 || length === 0;
-        const name = self ? "" : this.decoder.decode(end === -1 ? nameBytes : nameBytes.subarray(0, end));
-        if (mask & IN_IGNORED) this.watches.delete(wd);
-        for (const watch of Array.isArray(known) ? known : [known]) guarded(() => watch.listener(watch.dir, self ? basename(watch.dir) : name, self));
+    while (this.drainPart());
+  }
+
+  /** Dispatches the `got` bytes of events in the buffer. */
+  private dispatch(got: number): void {
+    for (let at = 0; at + EVENT_HEADER <= got; ) {
+      const wd = this.view.getInt32(at, true);
+      const mask = this.view.getUint32(at + 4, true);
+      const length = this.view.getUint32(at + 12, true);
+      const nameBytes = this.buffer.subarray(at + EVENT_HEADER, at + EVENT_HEADER + length);
+      at += EVENT_HEADER + length;
+      if (mask & IN_Q_OVERFLOW) {
+        for (const user of [...this.users]) guarded(() => user.overflowed());
+        continue;
       }
+      const known = this.watches.get(wd);
+      if (known === undefined) continue;
+      // The directory itself went (deleted, moved, unmounted): reported under its own name, as fs.watch does.
+      const end = nameBytes.indexOf(0);
+      const self = (mask & SELF) !== 0 || length === 0;
+      const name = self ? "" : this.decoder.decode(end === -1 ? nameBytes : nameBytes.subarray(0, end));
+      if (mask & IN_IGNORED) this.watches.delete(wd);
+      for (const watch of Array.isArray(known) ? known : [known]) guarded(() => watch.listener(watch.dir, self ? basename(watch.dir) : name, self));
     }
   }
 
