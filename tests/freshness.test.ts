@@ -79,6 +79,19 @@ describe("freshness without a watch", () => {
   });
 });
 
+describe("the worktree catalog without a watch (found in a hunt)", () => {
+  test("an always file edited out of its include mode, then back into it, is in the next step again", async () => {
+    const files = { "AGENTS.md": "# root\n", "docs/guide/AGENTS.md": "---\ninclude: always\n---\n# ALWAYS v1\n", "x.ts": "" };
+    const plugin = await openProject(undefined, { delivery: "system", records: false, watch: false }, { files });
+    await plugin.touch("s", "read", { filePath: "x.ts" });
+    await plugin.stepUntil("s", (block) => block?.includes("ALWAYS v1") === true, "the catalog");
+    writeFileSync(join(plugin.root, "docs/guide/AGENTS.md"), "# touched only for now\n");
+    expect(await plugin.step("s")).not.toContain("touched only");
+    writeFileSync(join(plugin.root, "docs/guide/AGENTS.md"), "---\ninclude: always\n---\n# ALWAYS v2, back\n");
+    expect(await plugin.step("s")).toContain("ALWAYS v2, back");
+  });
+});
+
 describe("freshness of the agent's own edits", () => {
   test("a context file the agent writes shows in the very next step, without waiting for the watcher", async () => {
     const { root, plugin } = await open();

@@ -108,6 +108,13 @@ export class Catalog {
    * changes. Never more than the entries that were links.
    */
   private readonly dangling = new Map<string, string>();
+  /**
+   * With no watches (option watch false): files that were entries and are still there (edited out of
+   * their include mode, made unreadable), with what stat said before their last read. Nothing lists
+   * them (only rule directories are listed), so each is stat'd at every refresh and read again when
+   * that changes: an edit back into a mode is in the next step, as an entry's edit is.
+   */
+  private readonly former = new Map<string, string>();
   /** Watched directories that went or are other ones now: watched again when they are there. */
   private readonly gone = new Set<string>();
   /** The queue overflowed, or a watched directory went or is another one now: every entry is stat'd at the next refresh. */
@@ -302,6 +309,12 @@ export class Catalog {
     // With no watches (option watch false), a rule file new in a rule directory is found by listing it
     // (one that is no entry is read again only when stat says it changed).
     if (!this.options.watch) for (const dir of this.ruleDirs) this.listRuleDir(dir);
+    for (const [path, print] of this.former) {
+      this.refreshStats++;
+      const now = statPrint(path);
+      if (now === "-") this.former.delete(path);
+      else if (now !== print) this.pending.add(path);
+    }
     for (const [path, print] of this.dangling) {
       this.refreshStats++;
       // No link there any more: a file put at its path is an event of its own directory's watch (or a listing).
@@ -457,9 +470,15 @@ export class Catalog {
    * nothing changed) when `deferring` and its frontmatter needs a library not loaded yet.
    */
   private consider(path: string, listed = false, deferring = false): boolean {
+    // Without watches, stat before the read, as read() does: an entry that is none after it is kept among the former.
+    const startedAt = Date.now();
+    const info = this.options.watch ? undefined : statOrUndefined(path);
     const entry = this.read(path, listed, deferring);
     if (entry === LATER) return false;
+    const wasEntry = this.entries.has(path) || this.former.has(path);
     this.install(path, entry);
+    if (info !== undefined && entry === undefined && wasEntry) this.former.set(path, startedAt - info.ctimeMs < RACY_MS ? RACY_PRINT : printOf(info));
+    else this.former.delete(path);
     return true;
   }
 
