@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { mkdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, renameSync, rmSync, statSync, truncateSync, utimesSync, writeFileSync } from "node:fs";
 import { mkdir, rename, rm, symlink, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { projects, readTool, sectionPaths, waitFor, type Started } from "./helpers/harness.ts";
@@ -39,6 +39,31 @@ for (const mode of [{ watch: true }, { watch: false }]) {
       await writeFile(join(root, "services/api/src/AGENTS.md"), "# API sources\n");
       const block = await plugin.stepUntil("s", (text) => text?.includes("API sources") === true, "the created file");
       expect(sectionPaths(block)).toEqual(["AGENTS.md", "services/api/AGENTS.md", "services/api/src/AGENTS.md"]);
+    });
+
+    test("editors' saves are each in the very next step: temp renamed over from another directory, a backup rename (vim), a safe-write (JetBrains), delete and re-create, truncate, a same-size rewrite keeping the mtime (found in a hunt)", async () => {
+      const { root, plugin } = await open(mode);
+      const target = join(root, "services/api/AGENTS.md");
+      mkdirSync(join(root, ".editor-tmp"));
+      const saves: [string, (text: string) => void][] = [
+        ["temp from elsewhere", (text) => (writeFileSync(join(root, ".editor-tmp/t"), text), renameSync(join(root, ".editor-tmp/t"), target))],
+        ["backup rename", (text) => (renameSync(target, `${target}~`), writeFileSync(target, text), rmSync(`${target}~`))],
+        ["safe-write", (text) => (writeFileSync(`${target}___jb_tmp___`, text), renameSync(target, `${target}___jb_old___`), renameSync(`${target}___jb_tmp___`, target), rmSync(`${target}___jb_old___`))],
+        ["delete and re-create", (text) => (rmSync(target), writeFileSync(target, text))],
+        ["truncate", (text) => (truncateSync(target, 0), writeFileSync(target, text, { flag: "r+" }))],
+        ["same size, same mtime", (text) => {
+          const { atime, mtime } = statSync(target);
+          writeFileSync(target, text);
+          utimesSync(target, atime, mtime);
+        }],
+      ];
+      for (const [i, [how, save]] of saves.entries()) {
+        // Past the racy window: only the save itself can tell.
+        await Bun.sleep(RACY_MS + 10);
+        await plugin.step("s");
+        save(`# API service, save ${i}\n`);
+        expect({ how, seen: (await plugin.step("s"))?.includes(`save ${i}\n`) }).toEqual({ how, seen: true });
+      }
     });
 
     test("an atomic save (write to a temp file, rename over) is seen", async () => {
