@@ -9,10 +9,11 @@
  */
 import type { Hooks } from "@opencode-ai/plugin";
 import { heapStats } from "bun:jsc";
-import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type Loader, NaiveLoader, StatCacheLoader, touchedDir } from "./baselines.ts";
 import { type Call, pluginInput, pluginLog, pluginPath, promptText, Session } from "./host.ts";
+import { treeRss } from "./proc.ts";
 import { chainFiles, loadTree, markerOf, markTree, Rng, toolCall, type Tree } from "./tree.ts";
 
 type Mode = "steps" | "start" | "rss" | "fresh";
@@ -184,25 +185,6 @@ async function startup(tree: Tree) {
   };
 }
 
-/** RSS of this process's descendants (the plugin may fork, e.g. a token counter), from Linux /proc; 0 elsewhere. */
-function descendantsRss(): number {
-  if (!existsSync("/proc/self/stat")) return 0;
-  const read = (path: string) => { try { return readFileSync(path, "utf8"); } catch { return ""; } }; // a process may exit meanwhile
-  const children = new Map<number, number[]>();
-  for (const pid of readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
-    const stat = read(`/proc/${pid}/stat`);
-    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-    children.set(ppid, [...(children.get(ppid) ?? []), Number(pid)]);
-  }
-  let total = 0;
-  for (let queue = [...(children.get(process.pid) ?? [])]; queue.length > 0; ) {
-    const pid = queue.pop() as number;
-    total += Number(/VmRSS:\s+(\d+)/.exec(read(`/proc/${pid}/status`))?.[1] ?? 0) * 1024;
-    queue.push(...(children.get(pid) ?? []));
-  }
-  return total;
-}
-
 /**
  * This process's RSS by kind of mapping (MiB), from Linux's /proc/self/smaps (zeros elsewhere): code
  * pages of executables and libraries (Bun's own, paged in as the process runs more of it), JIT code
@@ -247,7 +229,8 @@ async function rss(tree: Tree, touchedCount: number, control: boolean, baseline:
   const after = process.memoryUsage();
   const mappedAfter = rssByMapping();
   const capacityAfter = heapStats().heapCapacity;
-  const children = descendantsRss();
+  // The plugin may fork (a token counter): its processes count.
+  const children = treeRss(process.pid, false);
   // Then (its memory already read) the compaction copy of that 2,000-directory session, twice: the
   // first waits for exact counts of every file, the second has them.
   const compaction = control || baseline ? undefined : [await compactionCopy(hooks, session), await compactionCopy(hooks, session)];
