@@ -10,7 +10,7 @@ import { inSlices } from "../turns.ts";
 import { RACY_MS, readContained, type FileVersion, type Skip } from "./contained.ts";
 import { textBytes } from "./version.ts";
 import { Inotify, type DirWatch, type InotifyUser } from "./inotify.ts";
-import { RecordCache } from "./records.ts";
+import { RecordCache, type Holding } from "./records.ts";
 import { chainOfWalk, walkUp } from "./walk.ts";
 import { outOfReach } from "./worktree-index.ts";
 import { contextNamesOf } from "./names.ts";
@@ -123,6 +123,13 @@ interface Record_ extends DirectoryRecord {
   readonly signature: string;
   /** Read again at the next check whatever the signature says (a transient failure, or a racy read). */
   readonly retry: boolean;
+  /**
+   * When the record was last known to match the disk (performance.now() just before the stat of its
+   * read, or of a check that found it unchanged; -Infinity once a structure change voids that): a
+   * check for changes saved before then has nothing to do. Kept on the record, not in a map of
+   * directories beside it (640 KB of hash table at 4,858 directories): the only field that changes.
+   */
+  verifiedAt: number;
 }
 
 interface Start {
@@ -133,7 +140,8 @@ interface Start {
   readonly missing?: string;
 }
 
-interface Watched {
+/** A directory watched or held: while held (refs above zero), its record lives here too (see RecordCache). */
+interface Watched extends Holding<Record_> {
   readonly dir: string;
   refs: number;
   handle: DirWatch | undefined;
@@ -199,11 +207,6 @@ export class FileStore {
   private activeWatches = 0;
   /** Directory → time (performance.now) of its last event; present while it must be checked. */
   private readonly dirty = new Map<string, number>();
-  /**
-   * Directory → when its record was last known to match the disk (just before the stat of a read or
-   * of a check that found it unchanged): a check for changes saved before then has nothing to do.
-   */
-  private readonly verifiedAt = new Map<string, number>();
   /** Watched directories whose watch may have died unseen (events were lost): asked of the kernel at their next check. */
   private readonly unverified = new Set<string>();
   /**
@@ -260,12 +263,11 @@ export class FileStore {
       options.maxCacheBytes ?? DEFAULT_CACHE_BYTES,
       sizeOf,
       (dir) => {
-        this.verifiedAt.delete(dir);
         this.alwaysDue.delete(dir);
         this.dropChainsThrough(dir);
       },
-      // Held directories: pinned from hold (its first ref) to letGo (its last).
-      (dir) => (this.watched.get(dir)?.refs ?? 0) > 0,
+      // Held directories: pinned from hold (its first ref) to letGo (its last), their records kept in their entries.
+      this.watched,
     );
     this.starts = lruCache<string, Start>(MAX_STARTS, {
       disposeAfter: (start) => {
@@ -585,8 +587,9 @@ export class FileStore {
     const startedAt = Date.now();
     const readAt = performance.now();
     const signature = this.signatureOf(dir);
-    this.verified(dir, readAt);
-    if (this.disposed || !signature.startsWith("d")) return Object.freeze({ dir, exists: false, file: null, local: null, skipped: [], signature, retry: false });
+    this.quiet(dir, readAt);
+    // Not frozen, unlike the versions it holds: verifiedAt moves on with each check that finds it unchanged.
+    if (this.disposed || !signature.startsWith("d")) return { dir, exists: false, file: null, local: null, skipped: [], signature, retry: false, verifiedAt: readAt };
     const { maxFileBytes, log } = this.options;
     const ignored = this.options.isIgnored?.(dir) === true;
     const skipped: Skip[] = [];
@@ -625,7 +628,7 @@ export class FileStore {
       if (candidate.kind === "local") local = version;
       else file = version;
     }
-    return Object.freeze({ dir, exists: true, file, local, skipped, signature, retry: racy || skipped.some((s) => s.transient) });
+    return { dir, exists: true, file, local, skipped, signature, retry: racy || skipped.some((s) => s.transient), verifiedAt: readAt };
   }
 
   /**
@@ -720,7 +723,7 @@ export class FileStore {
   private checkDir(dir: string, since: number): Promise<unknown> | undefined {
     this.lookForMissing(dir);
     const record = this.records.peek(dir);
-    if (record === undefined || (!record.retry && (this.verifiedAt.get(dir) ?? -Infinity) >= since)) return undefined;
+    if (record === undefined || (!record.retry && record.verifiedAt >= since)) return undefined;
     // A held directory not watched yet is watched first: the stat below then vouches for what came
     // before the watch, and with inotify it is not owed another check.
     const entry = this.watched.get(dir);
@@ -730,7 +733,7 @@ export class FileStore {
     const checkedAt = performance.now();
     const signature = this.signatureOf(dir);
     if (signature === record.signature && !record.retry) {
-      this.verified(dir, checkedAt);
+      this.verified(record, checkedAt);
       return undefined;
     }
     if (identity(signature) !== identity(record.signature)) this.structureChanged(dir);
@@ -744,12 +747,20 @@ export class FileStore {
   }
 
   /**
-   * The record of `dir` matched the disk when a stat began at `at`: a check for changes saved before
-   * then has nothing to do, and an event older than that (by the quiet window) is accounted for. An
-   * event is forgotten only here, never when a check was skipped: a skipped check verified nothing.
+   * `record` matched the disk when a stat began at `at`: a check for changes saved before then has
+   * nothing to do, and an event older than that (by the quiet window) is accounted for.
    */
-  private verified(dir: string, at: number): void {
-    this.verifiedAt.set(dir, at);
+  private verified(record: Record_, at: number): void {
+    record.verifiedAt = at;
+    this.quiet(record.dir, at);
+  }
+
+  /**
+   * `dir` matched the disk when a stat began at `at` (a check found its record unchanged, or a read
+   * begins): an event older than that by the quiet window is accounted for. An event is forgotten
+   * only here, never when a check was skipped: a skipped check verified nothing.
+   */
+  private quiet(dir: string, at: number): void {
     const last = this.dirty.get(dir);
     if (last !== undefined && at - last >= this.quietMs) this.dirty.delete(dir);
   }
@@ -797,10 +808,10 @@ export class FileStore {
       this.unwatch(entry);
       this.dirty.set(dir, now);
     }
-    for (const dir of this.records.keys()) {
-      if (!under(dir)) continue;
-      this.dirty.set(dir, now);
-      this.verifiedAt.delete(dir);
+    for (const record of this.records.values()) {
+      if (!under(record.dir)) continue;
+      this.dirty.set(record.dir, now);
+      record.verifiedAt = -Infinity;
     }
   }
 
@@ -862,7 +873,7 @@ export class FileStore {
   private hold(dir: string): void {
     let entry = this.watched.get(dir);
     if (entry === undefined) {
-      entry = { dir, refs: 0, handle: undefined };
+      entry = { dir, refs: 0, handle: undefined, pinned: undefined };
       this.watched.set(dir, entry);
     }
     entry.refs++;
@@ -913,7 +924,7 @@ export class FileStore {
       return;
     }
     if (this.activeWatches >= this.options.maxWatchedDirs) return;
-    const entry: Watched = { dir, refs: 0, handle: undefined };
+    const entry: Watched = { dir, refs: 0, handle: undefined, pinned: undefined };
     this.watched.set(dir, entry);
     if (!this.startWatch(dir, entry)) return void this.watched.delete(dir);
     // No settle checks it once held (found in review): the missing directories a start remembered below it are looked for here.
@@ -974,7 +985,7 @@ export class FileStore {
     const record = this.records.peek(dir);
     if (record === undefined || record.retry || this.missingByParent.has(dir)) return;
     const checkedAt = performance.now();
-    if (this.signatureOf(dir) === record.signature) this.verified(dir, checkedAt);
+    if (this.signatureOf(dir) === record.signature) this.verified(record, checkedAt);
   }
 
   private fsWatch(dir: string, entry: Watched): FSWatcher {
