@@ -90,7 +90,7 @@ afterAll(async () => {
 });
 
 /** The notice that a delivered file is gone: a line of its own naming the file, saying its rules no longer apply. */
-const goneNotice = (path: string) => new RegExp(`\\n\\[${path.replaceAll(".", "\\.")} [^\\]\\n]*no longer appl[^\\]\\n]*\\]\\n`);
+const goneNotice = (path: string) => new RegExp(`\\n\\["${path.replaceAll(".", "\\.")}" [^\\]\\n]*no longer appl[^\\]\\n]*\\]\\n`);
 
 const outputOf = (position: number): string => lastToolOutput(nth(main, position));
 
