@@ -329,6 +329,10 @@ describe("bulk changes (found in a hunt)", () => {
       writeFileSync(join(plugin.root, dir, "AGENTS.md"), text(dir, "NEW"));
       writeFileSync(join(plugin.root, dir, "x.ts"), "");
     }
+    // The test process's own garbage is collected first, so that a major collection of it does not land
+    // in the measured step: in a full run (a thousand tests before this one) the step had a 31.6 ms
+    // stall, 12-13 ms when this file runs alone.
+    Bun.gc(true);
     const { result: output, stallMs } = await largestStall(async () => {
       await plugin.step("s");
       return readTool(plugin, "s", `${dirs[0]}/x.ts`);
