@@ -1557,7 +1557,9 @@ export class Engine {
       // files a text names are found by their section heads and notices, not by trying every file
       // on every text (600 outputs of a 600-file session took 2.5 s in one task), in slices.
       const byHead = new Map(hierarchy.files.map((file) => [sectionPrefix(file.rel), file]));
-      const byNotice = new Map(hierarchy.files.map((file) => [deletedNotice(file.rel), file]));
+      // A notice as this version writes it, and as 0.3.17 did (its path unquoted): a continued
+      // session's history may hold either, and a notice not recognized left the file held whole.
+      const byNotice = new Map(hierarchy.files.flatMap((file) => [[deletedNotice(file.rel), file], [`[${escapeInline(file.rel)}${DELETED_TAIL}`, file]] as const));
       const holdWhole = (file: FileVersion, carrier: string) => session.hold(file.path, { sha256: file.sha256, held: "whole", carrier, dir: file.dir, ...looseIn(hierarchy, file) });
       await inSlices(history.carried, RESTORE_SLICE_MS, ({ text, carrier, loaded }) => {
         const block = appendedBlock(text);
@@ -1669,8 +1671,11 @@ const RESTORE_SLICE_MS = 4;
 const RESTORE_CATALOG_WAIT_MS = 1000;
 /** How every section head starts, and how a deletion notice ends (see render.ts). */
 const SECTION_START = sectionPrefix("").slice(0, -1);
-/** A deletion notice from the quote that closes its path on (`deletedNotice("")` starts `[""`). */
-const DELETED_TAIL = deletedNotice("").slice(2);
+/**
+ * A deletion notice from the end of its path on (`deletedNotice("")` starts `[""`): the quote that
+ * closes the path is left out, so that a notice of 0.3.17, whose path was not quoted, is found too.
+ */
+const DELETED_TAIL = deletedNotice("").slice(3);
 
 function depth(dir: string): number {
   let count = 0;

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { readFile, writeFile } from "node:fs/promises";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { projects, sectionPaths, start, type Started } from "./helpers/harness.ts";
 import { largestStall } from "./helpers/stall.ts";
@@ -173,6 +173,39 @@ describe("a continued session (found in review)", () => {
       const next = await call(again, "c3", "read", { filePath: "apps/web/src/App.tsx" });
       // The model holds c1's whole copy; neither the block nor the next output repeats it.
       expect(count(c1 + system + next, '<context-file path="apps/web/AGENTS.md"')).toBe(1);
+    } finally {
+      await again.dispose();
+    }
+  });
+
+  test("a history from 0.3.17 holding a deletion notice in its unquoted format: the file made again is sent, not taken for the copy it disregards (found in review)", async () => {
+    const plugin = await open();
+    await plugin.step("s");
+    const web = join(plugin.root, "apps/web/AGENTS.md");
+    const raw = await readFile(web, "utf8");
+    const c1 = await call(plugin, "c1", "read", { filePath: "apps/web/src/App.tsx" });
+    expect(sectionPaths(c1)).toEqual(["apps/web/AGENTS.md"]);
+    await plugin.step("s");
+    await rm(web);
+    await plugin.step("s");
+    const quotedNotice = await call(plugin, "c2", "read", { filePath: "apps/web/src/App.tsx" });
+    expect(quotedNotice).toContain('["apps/web/AGENTS.md" no longer applies');
+    // 0.3.17 wrote the path unquoted.
+    const c2 = quotedNotice.replace('["apps/web/AGENTS.md" no longer applies', "[apps/web/AGENTS.md no longer applies");
+    // The same text is put back: the copy c1 carries is the text on disk, but the model was told to disregard it.
+    await writeFile(web, raw);
+    const history = [
+      { info: { id: "msg_1", role: "user", sessionID: "s" }, parts: [{ type: "text", text: "hi" }] },
+      { info: { id: "msg_2", role: "assistant", sessionID: "s" }, parts: [
+        part(c1, "c1", undefined, { filePath: "apps/web/src/App.tsx" }),
+        part(c2, "c2", undefined, { filePath: "apps/web/src/App.tsx" }),
+      ] },
+    ];
+    const again = await start(plugin.root, {}, { history });
+    try {
+      const system = (await again.step("s")) ?? "";
+      const next = await call(again, "c3", "read", { filePath: "apps/web/src/App.tsx" });
+      expect([...sectionPaths(system), ...sectionPaths(next)]).toContain("apps/web/AGENTS.md");
     } finally {
       await again.dispose();
     }
