@@ -1,0 +1,232 @@
+import { describe, expect, test } from "bun:test";
+import fc from "fast-check";
+import { countTokens } from "gpt-tokenizer/encoding/o200k_base";
+import { compose } from "../../plugin/block/compose.ts";
+import { modelText } from "../../plugin/block/escape.ts";
+import type { BlockKind } from "../../plugin/block/plan.ts";
+import { splitUnits } from "../../plugin/block/units.ts";
+import type { FileVersion } from "../../plugin/files/contained.ts";
+import { recordingLogger } from "../files/helpers.ts";
+
+/**
+ * The budget promise against the real tokenizer, through compose(): every block, its whole rendered
+ * text counted as the README defines a count (gpt-tokenizer's o200k of each line, long lines in the
+ * units' pieces, special-token look-alikes as text, summed), costs at most its budget and no more
+ * than compose() says; cuts are legal; what is left out is named with its exact tokens; a closer
+ * tier is whole before a farther one shows. Counted at once, the whole text can cost more (below).
+ */
+
+const PLAIN_TEXT = { allowedSpecial: new Set<string>(), disallowedSpecial: new Set<string>() };
+const exact = (text: string) => countTokens(text, PLAIN_TEXT);
+const perUnit = (text: string) => splitUnits(text).reduce((total, unit) => total + exact(unit), 0);
+
+let serial = 0;
+const version = (rel: string, body: string): FileVersion => {
+  const n = serial++;
+  return Object.freeze({ path: `/w/${rel}#${n}`, dir: `/w/${rel}`, rel, raw: body, body, frontmatter: {}, root: false, sha256: `x${n}`, size: body.length, truncated: false, mtimeMs: 0 });
+};
+
+/** Line material that stresses the tokenizer's joins and the cutter's legal places. */
+const fragment = fc.oneof(
+  fc.constantFrom(
+    "# Heading",
+    "## 見出し",
+    "### Rules:",
+    "```",
+    "````",
+    "```ts",
+    "~~~",
+    "~~~~~",
+    "  ```",
+    "- item",
+    "1. first",
+    "/path/to/file",
+    // A line ending in punctuation joins the next line's leading "/" into one piece (o200k's ` ?[^\s\p{L}\p{N}]+[\r\n/]*`).
+    "ok!\n/x",
+    "a`\n/usr/bin",
+    "see).\r\n/a/b",
+    "//",
+    "'s",
+    "'ll do",
+    ".",
+    "...",
+    "!!",
+    ")",
+    "]:",
+    "```.",
+    "漢字とかなと한국어",
+    "中文没有空格的长句子中文没有空格的长句子",
+    "👩‍👩‍👧‍👦",
+    "🏳️‍🌈",
+    "😀😀",
+    "e\u0301\u0323",
+    "a\u0308",
+    "\u0301",
+    "\r",
+    " ",
+    "   ",
+    "\t",
+    "<system-reminder>",
+    "</project-context>",
+    "Instructions from: x",
+    "&lt;",
+    "123456789",
+    "x".repeat(300),
+    "ab".repeat(170),
+    "=".repeat(280),
+    "漢".repeat(200),
+    "😀".repeat(140),
+    "e\u0301".repeat(150),
+  ),
+  fc.stringMatching(/^[a-z .,/]{1,12}$/),
+  fc.string({ unit: "grapheme", maxLength: 6 }),
+);
+const line = fc.array(fragment, { minLength: 0, maxLength: 4 }).map((parts) => parts.join(""));
+const body = fc
+  .tuple(fc.array(line, { minLength: 1, maxLength: 14 }), fc.constantFrom("\n", "\r\n"), fc.boolean())
+  .map(([lines, eol, final]) => lines.join(eol) + (final ? eol : ""));
+
+const kinds: BlockKind[] = ["system", "delivery", "compaction"];
+
+interface Case {
+  readonly kind: BlockKind;
+  readonly budget: number;
+  readonly bodies: readonly string[];
+  readonly tiers: readonly number[];
+}
+
+const caseOf = (most: number) =>
+  fc
+    .record({
+      kind: fc.constantFrom(...kinds),
+      budget: fc.integer({ min: 0, max: 400 }),
+      files: fc.array(fc.tuple(body, fc.integer({ min: 0, max: 2 })), { minLength: 1, maxLength: most }),
+    })
+    .map(({ kind, budget, files }): Case => {
+      const tiers = files.map(([, tier]) => tier).sort((a, b) => a - b);
+      return { kind, budget, bodies: files.map(([text]) => text), tiers };
+    });
+
+/** What is wrong with the block composed for `c` (empty when nothing). */
+async function problems(c: Case): Promise<string[]> {
+  const files = c.bodies.map((text, i) => version(`p${i}/AGENTS.md`, text));
+  const composed = await compose(c.kind, files.map((file, i) => ({ file, tier: c.tiers[i]! })), c.budget, recordingLogger());
+  const found: string[] = [];
+  const { text } = composed;
+  if (composed.failed) return ["counter failed"];
+  if (text === "") return found;
+  // The README's count (each line, long lines in pieces, summed); counted at once see the last test.
+  const units = perUnit(text);
+  if (units > c.budget) found.push(`per-line count ${units} > budget ${c.budget}`);
+  if (composed.tokens < units) found.push(`the block says ${composed.tokens} tokens, its lines count ${units}`);
+  if (!text.isWellFormed()) found.push("lone surrogate in the block");
+  // Each section: whole text, or a legal prefix with an exact note.
+  files.forEach((file, i) => {
+    const model = modelText(file.body);
+    const fileUnits = splitUnits(model);
+    const fileTokens = fileUnits.reduce((total, unit) => total + exact(unit), 0);
+    const entry = composed.entries[i]!;
+    const head = `<context-file path="${file.rel}"`;
+    const at = text.indexOf(head);
+    if (entry.state === "whole" || entry.state === "cut") {
+      if (at === -1) return void found.push(`${file.rel} ${entry.state} but not in the block`);
+      const start = text.indexOf(">\n", at) + 2;
+      const end = text.indexOf("</context-file>\n", start);
+      const section = text.slice(start, end);
+      if (entry.state === "whole") {
+        if (section !== `${model}\n`) found.push(`${file.rel} whole but its text differs`);
+        return;
+      }
+      const noteAt = section.lastIndexOf("[cut to fit the budget: ");
+      const note = /^\[cut to fit the budget: (\d+) tokens left out; read "[^"]*" from line (\d+)\]\n$/.exec(section.slice(noteAt));
+      if (noteAt === -1 || !note) return void found.push(`${file.rel} cut without its note`);
+      // The kept text, and the line break the note adds when it does not end one.
+      const before = section.slice(0, noteAt);
+      const keptModel = model.startsWith(before) ? before : before.slice(0, -1);
+      if (!before.endsWith("\n") || !model.startsWith(keptModel) || keptModel.length === 0) return void found.push(`${file.rel} cut text is no prefix of the file`);
+      if (endsInFence(keptModel)) found.push(`${file.rel} cut inside an open fence`);
+      if (/[\uD800-\uDBFF]$/.test(keptModel)) found.push(`${file.rel} cut splits a surrogate pair`);
+      if (/&(l|lt|#|#5|#58)$/.test(keptModel)) found.push(`${file.rel} cut inside an escape`);
+      const leftOut = fileTokens - perUnit(keptModel);
+      const said = Number(note[1]);
+      if (said !== leftOut) found.push(`${file.rel} note says ${said} left out, its units ${leftOut} (the rest counted whole: ${exact(model.slice(keptModel.length))})`);
+      const lines = keptModel.split("\n").length - 1;
+      if (Number(note[2]) !== lines + 1) found.push(`${file.rel} note says line ${note[2]}, the cut is on line ${lines + 1}`);
+    } else {
+      if (at !== -1) found.push(`${file.rel} omitted but shown`);
+      const named = new RegExp(`"${file.rel.replace(/[./]/g, "\\$&")}" \\((\\d+) tokens\\)`).exec(text);
+      if (named && Number(named[1]) !== fileTokens) found.push(`${file.rel} named with ${named[1]} tokens, exactly ${fileTokens} (whole text ${exact(model)})`);
+    }
+  });
+  // Priority: no file of a later tier is shown while one of an earlier tier is not whole (compaction: by order alone).
+  const shown = composed.entries.map((entry) => entry.state === "whole" || entry.state === "cut");
+  composed.entries.forEach((entry, i) => {
+    if (entry.state === "whole") return;
+    composed.entries.forEach((_, j) => {
+      const later = c.kind === "compaction" ? j > i : c.tiers[j]! > c.tiers[i]!;
+      if (later && shown[j]) found.push(`p${j} shown while p${i} (closer) is ${entry.state}`);
+    });
+  });
+  return found;
+}
+
+/** Whether `text` ends inside an open ``` or ~~~ fence (independent of doc.ts). */
+function endsInFence(text: string): boolean {
+  let fence: { run: string; indent: number } | undefined;
+  const columns = (blanks: string) => [...blanks].reduce((column, blank) => (blank === "\t" ? column + 4 - (column % 4) : column + 1), 0);
+  for (const line of text.split("\n")) {
+    const run = /^([ \t]*)(`{3,}|~{3,})(.*)$/.exec(line);
+    if (fence === undefined && run && !(run[2]![0] === "`" && run[3]!.includes("`"))) fence = { run: run[2]!, indent: columns(run[1]!) };
+    else if (fence !== undefined && run && run[2]![0] === fence.run[0] && run[2]!.length >= fence.run.length && columns(run[1]!) <= Math.max(3, fence.indent) && run[3]!.trim() === "") fence = undefined;
+  }
+  return fence !== undefined;
+}
+
+/** One file of `repeats` lines ending in "!" each followed by a line starting with "/": each join is one token more counted whole. */
+async function overrun(kind: BlockKind, budget: number, repeats: number): Promise<{ whole: number; units: number; tokens: number }> {
+  const composed = await compose(kind, [{ file: version("p/AGENTS.md", "ok!\n/x ".repeat(repeats)), tier: 0 }], budget, recordingLogger());
+  return { whole: exact(composed.text), units: perUnit(composed.text), tokens: composed.tokens };
+}
+
+const RUNS = Number(process.env.EXACT_BUDGET_RUNS ?? 150);
+
+describe("blocks counted whole by the real tokenizer", () => {
+  test("one file: every kind, budgets 0-400", async () => {
+    await fc.assert(
+      fc.asyncProperty(caseOf(1), async (c) => {
+        expect(await problems(c)).toEqual([]);
+      }),
+      { numRuns: RUNS },
+    );
+  }, 60_000);
+
+  test("many files, tiers 0-2: every kind, budgets 0-400", async () => {
+    await fc.assert(
+      fc.asyncProperty(caseOf(6), async (c) => {
+        expect(await problems(c)).toEqual([]);
+      }),
+      { numRuns: RUNS },
+    );
+  }, 60_000);
+});
+
+describe("the whole block counted at once by the real tokenizer (found here, not fixed)", () => {
+  // o200k's piece ` ?[^\s\p{L}\p{N}]+[\r\n/]*` runs over a line break into the next line's "/":
+  // "ok!\n" + "/x" are 2 + 1 tokens line by line, "ok!\n/x" is 4 at once. Units are lines, so no
+  // per-unit count sees it: 80 such lines in a 300-token compaction copy are 376 tokens at once.
+  test("the same blocks keep the budget by the README's count, as compose() says", async () => {
+    for (const kind of kinds) {
+      const { units, tokens } = await overrun(kind, 300, 80);
+      expect({ kind, units: units <= 300, tokens: tokens <= 300, says: tokens >= units }).toEqual({ kind, units: true, tokens: true, says: true });
+    }
+  });
+
+  // Fails today (system 367, delivery 368, compaction 376 at once for a budget of 300); the fix is a
+  // unit that ends where o200k's pieces do, not after every line break.
+  test.failing("a file of lines ending in punctuation before lines starting with \"/\" stays within the budget counted whole", async () => {
+    for (const kind of kinds) {
+      const { whole } = await overrun(kind, 300, 80);
+      expect({ kind, whole }).toEqual({ kind, whole: Math.min(whole, 300) });
+    }
+  });
+});
