@@ -161,6 +161,8 @@ export class Inotify {
   private readonly decoder = new TextDecoder();
   private readonly encoder = new TextEncoder();
   private readonly timer: ReturnType<typeof setInterval>;
+  /** The idle drain is reading the queue a part a turn (see drainIdle). */
+  private idleDraining = false;
   private closed = false;
 
   private constructor(
@@ -283,8 +285,15 @@ export class Inotify {
    * block the event loop), then users are told, as by drain.
    */
   private drainIdle(): void {
-    if (this.drainPart()) setImmediate(() => this.drainIdle());
-    else for (const user of [...this.users]) guarded(() => user.drained());
+    // The interval comes again while a long drain goes on: one chain of turns at a time.
+    if (this.idleDraining) return;
+    this.idleDraining = true;
+    const part = () => {
+      if (this.drainPart()) return void setImmediate(part);
+      this.idleDraining = false;
+      for (const user of [...this.users]) guarded(() => user.drained());
+    };
+    part();
   }
 
   private readAll(): void {

@@ -1019,9 +1019,12 @@ export class FileStore {
     const at = performance.now();
     this.barrierSeq++;
     // Done when the queue is found empty, or when another settle's drain that began after `since` has passed.
-    while (this.passedAt < since && !this.disposed) {
-      if (!this.hasBudget()) await this.sliced(() => undefined);
+    for (let parts = 1; this.passedAt < since && !this.disposed; parts++) {
       if (this.inotify?.drainPart() !== true) break;
+      // A step's own events and the read that finds the queue empty never wait for a slice: asking for
+      // one before each read (it opens one and schedules its run) took a step's p99 at 200 directories
+      // from 1.8-2.0 to 3.3-4.1 ms. Past them, a checkout's thousands of events wait their turns.
+      if (parts >= 2 && !this.hasBudget()) await this.sliced(() => undefined);
     }
     this.passedAt = Math.max(this.passedAt, at);
   }
