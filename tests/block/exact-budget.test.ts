@@ -7,6 +7,7 @@ import type { BlockKind } from "../../plugin/block/plan.ts";
 import { splitUnits } from "../../plugin/block/units.ts";
 import type { FileVersion } from "../../plugin/files/contained.ts";
 import { recordingLogger } from "../files/helpers.ts";
+import { endsInFence } from "../helpers/fence.ts";
 
 /**
  * The budget promise against the real tokenizer, through compose(): every block, its whole rendered
@@ -170,18 +171,6 @@ async function problems(c: Case): Promise<string[]> {
   return found;
 }
 
-/** Whether `text` ends inside an open ``` or ~~~ fence (independent of doc.ts). */
-function endsInFence(text: string): boolean {
-  let fence: { run: string; indent: number } | undefined;
-  const columns = (blanks: string) => [...blanks].reduce((column, blank) => (blank === "\t" ? column + 4 - (column % 4) : column + 1), 0);
-  for (const line of text.split("\n")) {
-    const run = /^([ \t]*)(`{3,}|~{3,})(.*)$/.exec(line);
-    if (fence === undefined && run && !(run[2]![0] === "`" && run[3]!.includes("`"))) fence = { run: run[2]!, indent: columns(run[1]!) };
-    else if (fence !== undefined && run && run[2]![0] === fence.run[0] && run[2]!.length >= fence.run.length && columns(run[1]!) <= Math.max(3, fence.indent) && run[3]!.trim() === "") fence = undefined;
-  }
-  return fence !== undefined;
-}
-
 /** One file of `repeats` lines ending in "!" each followed by a line starting with "/": each join is one token more counted whole. */
 async function overrun(kind: BlockKind, budget: number, repeats: number): Promise<{ whole: number; units: number; tokens: number }> {
   const composed = await compose(kind, [{ file: version("p/AGENTS.md", "ok!\n/x ".repeat(repeats)), tier: 0 }], budget, recordingLogger());
@@ -191,23 +180,16 @@ async function overrun(kind: BlockKind, budget: number, repeats: number): Promis
 const RUNS = Number(process.env.EXACT_BUDGET_RUNS ?? 150);
 
 describe("blocks counted whole by the real tokenizer", () => {
-  test("one file: every kind, budgets 0-400", async () => {
-    await fc.assert(
-      fc.asyncProperty(caseOf(1), async (c) => {
-        expect(await problems(c)).toEqual([]);
-      }),
-      { numRuns: RUNS },
-    );
-  }, 60_000);
-
-  test("many files, tiers 0-2: every kind, budgets 0-400", async () => {
-    await fc.assert(
-      fc.asyncProperty(caseOf(6), async (c) => {
-        expect(await problems(c)).toEqual([]);
-      }),
-      { numRuns: RUNS },
-    );
-  }, 60_000);
+  for (const [name, files] of [["one file: every kind, budgets 0-400", 1], ["many files, tiers 0-2: every kind, budgets 0-400", 6]] as const) {
+    test(name, async () => {
+      await fc.assert(
+        fc.asyncProperty(caseOf(files), async (c) => {
+          expect(await problems(c)).toEqual([]);
+        }),
+        { numRuns: RUNS },
+      );
+    }, 60_000);
+  }
 });
 
 describe("the whole block counted at once by the real tokenizer (found here, not fixed)", () => {
