@@ -1,7 +1,7 @@
 import { readdirSync, watch } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import type { FileVersion } from "../files/contained.ts";
-import { decodeText, RACY_MS, readContained, readContainedHead } from "../files/contained.ts";
+import { decodeText, RACY_MS, readContained, readContainedHead, type Skip } from "../files/contained.ts";
 import { Inotify, type DirWatch, type InotifyUser } from "../files/inotify.ts";
 import { needsMatter, parseFrontmatter } from "../files/frontmatter.ts";
 import { contextNamesOf } from "../files/names.ts";
@@ -45,6 +45,8 @@ export interface Entry {
 
 /** What `read` gives, while the catalog is built, for a file it reads once the libraries are loaded. */
 const LATER = Symbol("later");
+/** What `read` gives when the read failed in a way that may pass by itself (see passing). */
+const RETRY = Symbol("retry");
 /** What a racy entry's print says: no stat ever prints this, so the next refresh reads the file again. */
 const RACY_PRINT = "racy";
 /** Bytes of a context file read to learn its include mode (frontmatter is a file's first lines). */
@@ -85,6 +87,8 @@ export class Catalog {
   };
   /** Paths inotify events named since the last refresh. */
   private readonly pending = new Set<string>();
+  /** Paths whose last read failed in a way that may pass by itself: read again at the next refresh, as if events named them. */
+  private readonly retrying = new Set<string>();
   /**
    * Entries an event may not tell of, stat'd at each refresh (inotify): each one read since the last
    * refresh (its directory's watch may have begun after its read), and those read within a timestamp
@@ -331,8 +335,9 @@ export class Catalog {
     // After an overflow, each watched directory's names, as if events named them (in slices: a checkout
     // that overflows the queue may find the catalog watching thousands of directories).
     for (const dir of relist) await sliced(() => this.relistDir(dir));
-    const named = [...this.pending];
+    const named = [...this.pending, ...this.retrying];
     this.pending.clear();
+    this.retrying.clear();
     for (const path of named) await sliced(() => this.changed(path));
     for (const path of stale) await sliced(() => this.recheck(path));
   }
@@ -475,6 +480,12 @@ export class Catalog {
     const info = this.options.watch ? undefined : statOrUndefined(path);
     const entry = this.read(path, listed, deferring);
     if (entry === LATER) return false;
+    if (entry === RETRY) {
+      // Keep the last good (an entry stays as it was) and read again at the next refresh: nothing
+      // else would, since a failure that passes with no change to the file makes no event.
+      this.retrying.add(path);
+      return true;
+    }
     const wasEntry = this.entries.has(path) || this.former.has(path);
     this.install(path, entry);
     if (info !== undefined && entry === undefined && wasEntry) this.former.set(path, startedAt - info.ctimeMs < RACY_MS ? RACY_PRINT : printOf(info));
@@ -504,7 +515,7 @@ export class Catalog {
     this.version++;
   }
 
-  private read(path: string, listed: boolean, deferring: boolean): Entry | undefined | typeof LATER {
+  private read(path: string, listed: boolean, deferring: boolean): Entry | undefined | typeof LATER | typeof RETRY {
     if (!listed && this.index !== undefined && !this.index.mayLoad(relativePosix(this.options.worktree, path))) return undefined;
     // Stat before the read, as the store signs a directory before reading it: an edit in between shows at the next refresh.
     const startedAt = Date.now();
@@ -512,9 +523,11 @@ export class Catalog {
     const rule = !this.names.has(basename(path));
     // A rule file is read whole anyway: its head only to learn whether the libraries must load first.
     const head = rule && !deferring ? undefined : this.frontmatterHead(path);
+    if (head === RETRY) return RETRY;
     if (deferring && head !== undefined && needsMatter(head.text, head.truncated)) return LATER;
     if (!rule && (head === undefined || !textMayLoad(head.text, head.truncated))) return undefined;
     const outcome = readContained(path, dirname(path), this.options.worktree, this.options.maxFileBytes);
+    if (outcome.kind === "skip" && this.passing(outcome.skip)) return RETRY;
     if (outcome.kind !== "file") return undefined;
     if (outcome.version.path !== path && this.leadsToHeld(path, outcome.version)) return undefined;
     let contract = readContract(outcome.version.frontmatter);
@@ -545,12 +558,20 @@ export class Catalog {
    * hashing, and no decoding without frontmatter. The read is contained as any: a symlink leading out,
    * a FIFO or a directory is refused.
    */
-  private frontmatterHead(path: string): { text: string; truncated: boolean } | undefined {
+  private frontmatterHead(path: string): { text: string; truncated: boolean } | undefined | typeof RETRY {
     const head = readContainedHead(path, this.options.worktree, HEAD_BYTES);
+    if (head.kind === "skip" && this.passing(head.skip)) return RETRY;
     if (head.kind !== "head" || !startsWithDashes(head.bytes)) return undefined;
     // A head that is binary or not UTF-8 makes no context file.
     const text = decodeText(head.bytes, head.truncated);
     return text.kind === "text" ? { text: text.text, truncated: head.truncated } : undefined;
+  }
+
+  /** A read failure that may pass with no change to the file (too many open files, an I/O error): logged once, and the read tried again. */
+  private passing(skip: Skip): boolean {
+    if (skip.unannounced !== true) return false;
+    this.options.log.once(`catalog-retry:${skip.path}:${skip.reason}`, "warn", `could not read ${skip.path}: ${skip.reason}; what it said before is kept, and it is read again at the next step`);
+    return true;
   }
 
   private watchAll(rels: readonly string[]): void {
