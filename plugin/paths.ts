@@ -66,6 +66,16 @@ export function printOf(info: Stats | undefined): string {
   return info === undefined ? "-" : `${info.ino}:${info.size}:${info.mtimeMs}:${info.ctimeMs}`;
 }
 
+/** Whether stat of `path` is refused for want of permission (a directory on the way closed to this user): it may be there, hidden for now. */
+export function hiddenByPermission(path: string): boolean {
+  try {
+    statSync(path);
+    return false;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EACCES";
+  }
+}
+
 /**
  * stat of `path` (lstat when not `follow`: its last component not followed), undefined when there is
  * nothing there or it cannot be told (a directory on the way made a file: ENOTDIR; a symlink loop).

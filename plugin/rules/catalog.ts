@@ -7,7 +7,7 @@ import { needsMatter, parseFrontmatter } from "../files/frontmatter.ts";
 import { contextNamesOf } from "../files/names.ts";
 import { buildWorktreeIndex, type IgnoreBasisResult, type PathKind, type WorktreeIndex } from "../files/worktree-index.ts";
 import type { Logger } from "../log.ts";
-import { isInside, printOf, realPathOr, relativePosix, statOrUndefined, statPrint, throughDotGit } from "../paths.ts";
+import { hiddenByPermission, isInside, printOf, realPathOr, relativePosix, statOrUndefined, statPrint, throughDotGit } from "../paths.ts";
 import { nextTurn } from "../turns.ts";
 import { readContract, type Contract } from "./contract.ts";
 import { AgentRanker, headingsOf, prepareAgentDoc, type AgentDoc, type Ranked } from "./rank.ts";
@@ -114,7 +114,8 @@ export class Catalog {
   private readonly dangling = new Map<string, string>();
   /**
    * With no watches (option watch false): files that were entries and are still there (edited out of
-   * their include mode, made unreadable), with what stat said before their last read. Nothing lists
+   * their include mode, made unreadable), with what stat said before their last read; and in either
+   * mode, entries a directory on the way hides for now (closed to this user: "-"). Nothing lists
    * them (only rule directories are listed), so each is stat'd at every refresh and read again when
    * that changes: an edit back into a mode is in the next step, as an entry's edit is.
    */
@@ -316,8 +317,9 @@ export class Catalog {
     for (const [path, print] of this.former) {
       this.refreshStats++;
       const now = statPrint(path);
-      if (now === "-") this.former.delete(path);
-      else if (now !== print) this.pending.add(path);
+      if (now === "-") {
+        if (!hiddenByPermission(path)) this.former.delete(path);
+      } else if (now !== print) this.pending.add(path);
     }
     for (const [path, print] of this.dangling) {
       this.refreshStats++;
@@ -371,9 +373,13 @@ export class Catalog {
     const info = statOrUndefined(path);
     if (info === undefined) {
       // Moved away or deleted with a directory above it (whose watch went with it: no event names
-      // it): it leaves the index too, unless it is a symlink whose target went (it is still there).
-      if (statOrUndefined(path, false) === undefined) this.list(path, "gone");
+      // it): it leaves the index too, unless it is a symlink whose target went (it is still there),
+      // or a directory on the way was closed to this user: then it is among the former, to be read
+      // again once stat finds it (with no watches, nothing else would look there).
+      const hidden = hiddenByPermission(path);
+      if (!hidden && statOrUndefined(path, false) === undefined) this.list(path, "gone");
       this.install(path, undefined);
+      if (hidden) this.former.set(path, "-");
     } else if (printOf(info) !== entry.print) this.consider(path);
     else if (this.inotify !== undefined && !(info.nlink === 1 && this.eventsTell(path, entry))) this.unsure.add(path);
   }

@@ -136,6 +136,57 @@ describe.skipIf(NOBODY === undefined)("permission denied, as a non-root user", (
       await cleanup();
     }
   }, 20_000);
+
+  for (const watch of [false, true]) {
+    test.concurrent(`an always file whose directory is made unreadable and then readable again is back (watch ${watch})`, async () => {
+      const always = "---\ninclude: always\n---\n# always\nALWAYS-RULES\n";
+      const { root, cleanup } = await project({ "AGENTS.md": "# root\nROOT-RULES\n", "far/AGENTS.md": always });
+      const flags = await mkdtemp(join(tmpdir(), "pc-flags-"));
+      await chmod(flags, 0o777);
+      const far = join(root, "far");
+      try {
+        const flag = (name: string) => join(flags, name);
+        const running = runChild(
+          {
+            root,
+            options: { watch, delivery: "system" },
+            ops: [
+              { op: "stepUntil", session: "s", contains: "ALWAYS-RULES", timeoutMs: 5_000 },
+              { op: "signal", path: flag("seen") },
+              { op: "waitFile", path: flag("locked"), timeoutMs: 5_000 },
+              { op: "stepUntil", session: "s", lacks: "ALWAYS-RULES", timeoutMs: 2_000 },
+              { op: "signal", path: flag("gone") },
+              { op: "waitFile", path: flag("unlocked"), timeoutMs: 5_000 },
+              { op: "stepUntil", session: "s", contains: "ALWAYS-RULES", timeoutMs: 2_000 },
+              { op: "dispose" },
+            ],
+          },
+          { prefix: NOBODY },
+        );
+        // As root (a sudo): the directory closed to the plugin's user, then opened again.
+        const waitFlag = async (name: string) => {
+          const deadline = Date.now() + 10_000;
+          while (!existsSync(flag(name)) && Date.now() < deadline) await Bun.sleep(5);
+        };
+        await waitFlag("seen");
+        await chmod(far, 0o000);
+        await writeFile(flag("locked"), "");
+        await waitFlag("gone");
+        await chmod(far, 0o755);
+        await writeFile(flag("unlocked"), "");
+        const run = await running;
+        expectClean(run);
+        const waits = (run.report?.events ?? []).filter((event) => event.op === "stepUntil").map((event) => event.ok);
+        // Shown, then not while it cannot be read (nothing of it is kept), then back.
+        expect({ watch, waits }).toEqual({ watch, waits: [true, true, true] });
+        count("permissionRestoredDirectory");
+      } finally {
+        await chmod(far, 0o755).catch(() => {});
+        await rm(flags, { recursive: true, force: true });
+        await cleanup();
+      }
+    }, 20_000);
+  }
 });
 
 describe.skipIf(STRACE === null)("faults injected at the syscall (strace)", () => {
