@@ -1,7 +1,8 @@
 import type { FileVersion } from "../files/contained.ts";
 import { lruCache } from "../lru.ts";
+import { ownCopy } from "../strings.ts";
 import type { Logger } from "../log.ts";
-import { unitsOf, type Doc } from "./doc.ts";
+import { sectionOf, type Doc } from "./doc.ts";
 import { headCost, plan, type BlockKind, type PlanItem } from "./plan.ts";
 import { renderPieces, renderedEntries, sectionHead, WHOLE_TAIL, type RenderedEntry } from "./render.ts";
 import { countUnits, textBound, unitBound } from "./tokens.ts";
@@ -79,21 +80,22 @@ const counting = new WeakMap<FileVersion, Promise<Int32Array>>();
 class VersionDoc implements Doc {
   readonly key: string;
   readonly rel: string;
+  /** An own copy (see ownCopy): kept while the version is, its units let go. */
+  readonly lead: string;
   readonly size: number;
 
-  constructor(
-    readonly file: FileVersion,
-    units: readonly string[],
-  ) {
+  constructor(readonly file: FileVersion) {
+    const { lead, units } = sectionOf(file.body);
     this.key = file.path;
     this.rel = file.rel;
+    this.lead = lead === "" ? "" : ownCopy(lead);
     this.size = units.length;
     keepUnits(file, units);
   }
 
   get units(): readonly string[] {
     let units = unitsCache.get(this.file);
-    if (units === undefined) keepUnits(this.file, (units = unitsOf(this.file.body)));
+    if (units === undefined) keepUnits(this.file, (units = sectionOf(this.file.body).units));
     return units;
   }
 }
@@ -107,14 +109,14 @@ export function clearDocs(): void {
 
 export function docOf(file: FileVersion): Doc {
   let doc = docs.get(file);
-  if (doc === undefined) docs.set(file, (doc = new VersionDoc(file, unitsOf(file.body))));
+  if (doc === undefined) docs.set(file, (doc = new VersionDoc(file)));
   return doc;
 }
 
 /** The exact texts a whole file has in any block (sent first, or sent again as updated): how a continued session recognises what its conversation still holds. */
 export function wholeSections(file: FileVersion): [string, string] {
   const doc = docOf(file);
-  const text = doc.units.join("");
+  const text = doc.lead + doc.units.join("");
   return [`${sectionHead(doc.rel, false)}${text}${WHOLE_TAIL}`, `${sectionHead(doc.rel, true)}${text}${WHOLE_TAIL}`];
 }
 

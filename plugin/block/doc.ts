@@ -1,12 +1,18 @@
 import { modelText } from "./escape.ts";
-import { splitUnits } from "./units.ts";
+import { afterLetterOrDigit, splitUnits } from "./units.ts";
 
-/** One context file as the block sees it: its model text as units (see units.ts). */
+/** One context file as the block sees it: its section text (see sectionOf) as a lead and units (see units.ts). */
 export interface Doc {
   /** Identifies the file version for the caller (counts are cached under it). */
   readonly key: string;
   /** Worktree-relative path shown to the model. */
   readonly rel: string;
+  /**
+   * The line breaks and "/" the section text starts with. The section head ends `">\n`, and o200k's
+   * ` ?[^\s\p{L}\p{N}]+[\r\n/]*` takes that and the lead as one piece: the lead goes with the head
+   * (charged with it, see plan.ts headCost), never into a cut, and the units start after it.
+   */
+  readonly lead: string;
   readonly units: readonly string[];
   /** `units.length`, known without making the units (a doc may make them on demand: see compose.ts). */
   readonly size: number;
@@ -14,14 +20,23 @@ export interface Doc {
 
 /** The record is frozen; its units array is not (freezing 128K elements costs over 100 ms in Bun), only typed readonly. */
 export function toDoc(key: string, rel: string, body: string): Doc {
-  const units = unitsOf(body);
-  return Object.freeze({ key, rel, units, size: units.length });
+  const { lead, units } = sectionOf(body);
+  return Object.freeze({ key, rel, lead, units, size: units.length });
 }
 
-/** A body's model text as units: what a doc of it holds. */
-export function unitsOf(body: string): string[] {
-  return splitUnits(modelText(body));
+/**
+ * A body as its section holds it: its model text and the line break that ends it (a section's close
+ * follows, starting with `<`, where every piece ends), as the lead and the units after it.
+ */
+export function sectionOf(body: string): { lead: string; units: string[] } {
+  const text = `${modelText(body)}\n`;
+  let leadEnd = 0;
+  while (leadEnd < text.length && LEAD.includes(text[leadEnd]!)) leadEnd++;
+  return { lead: text.slice(0, leadEnd), units: splitUnits(text, leadEnd) };
 }
+
+/** What the head's last piece takes in after its line break (the `[\r\n/]*` of its alternative). */
+const LEAD = "\r\n/";
 
 /** How good a place to cut is; higher is better, ILLEGAL never. */
 export const ILLEGAL = 0;
@@ -31,11 +46,11 @@ export const PARAGRAPH = 3;
 export const HEADING = 4;
 
 /**
- * `ranks[k]` rates cutting before unit k (keeping units [0, k)): HEADING when unit k starts a line
- * `#`..`######` + space or tab, PARAGRAPH after a blank line, LINE after any other line, CHUNK between
- * the chunks of a long line, ILLEGAL inside a fenced code block (a cut there would leave the fence
- * open and swallow the note after it) and at 0 (keeping nothing is omitting, not cutting).
- * `ranks[units.length]` (everything kept) is always legal. Shared: read it, never write it.
+ * `ranks[k]` rates cutting before unit k (keeping units [0, k)): at a line's start, as rateLines rates
+ * the line; inside a line, CHUNK after a letter or digit outside fences (the cut's note starts with a
+ * line break, and only there does a piece surely end before it: see afterLetterOrDigit), else
+ * ILLEGAL; at 0 ILLEGAL (keeping nothing is omitting, not cutting). `ranks[units.length]` (everything
+ * kept) is always legal. Shared: read it, never write it.
  */
 export function boundaries(doc: Doc): Uint8Array {
   return layout(doc).ranks;
@@ -44,7 +59,7 @@ export function boundaries(doc: Doc): Uint8Array {
 /** What planning needs to know of a doc's units, whatever its counts. */
 export interface Layout {
   readonly ranks: Uint8Array;
-  /** `lines[k]`: the 1-based line unit k is on (where to read on after a cut before it). */
+  /** `lines[k]`: the 1-based line of the section text unit k starts on (where to read on after a cut before it). */
   readonly lines: Int32Array;
   /** `previousLegal[k]`: the latest legal cut in [1, k], 0 when none. */
   readonly previousLegal: Int32Array;
@@ -56,42 +71,57 @@ const layouts = new WeakMap<Doc, Layout>();
 export function layout(doc: Doc): Layout {
   let known = layouts.get(doc);
   if (known !== undefined) return known;
-  const n = doc.units.length;
-  const ranks = rank(doc.units);
+  const { lead, units } = doc;
+  const n = units.length;
+  const text = lead + units.join("");
+  const ranks = new Uint8Array(n + 1);
   const lines = new Int32Array(n + 1);
   const previousLegal = new Int32Array(n + 1);
-  for (let k = 0, line = 1; k <= n; k++) {
-    lines[k] = line;
-    if (k < n && doc.units[k]!.endsWith("\n")) line++;
-    if (k >= 1) previousLegal[k] = ranks[k]! > 0 ? k : previousLegal[k - 1]!;
-  }
+  // Unit k starts at `at`; a unit may hold several lines (a blank line joins the one before it).
+  let k = 0;
+  let at = lead.length;
+  let line = 0;
+  rateLines(text, (start, end, rank, chunkable) => {
+    line++;
+    for (; k < n && at < end; at += units[k++]!.length) {
+      lines[k] = line;
+      ranks[k] = at === start ? rank : chunkable && afterLetterOrDigit(text, at) ? CHUNK : ILLEGAL;
+    }
+  });
+  ranks[0] = ILLEGAL;
+  ranks[n] = HEADING;
+  lines[n] = text === "" || text.endsWith("\n") ? line + 1 : line;
+  for (let j = 1; j <= n; j++) previousLegal[j] = ranks[j]! > 0 ? j : previousLegal[j - 1]!;
   known = Object.freeze({ ranks, lines, previousLegal });
   layouts.set(doc, known);
   return known;
 }
 
-/** One pass over the lines, linear in the text. */
-function rank(units: readonly string[]): Uint8Array {
-  const ranks = new Uint8Array(units.length + 1);
+/**
+ * The lines of `text` as cuts rate them, in order, linear in the text: `visit` gets each line
+ * text[start, end) (its line break included), `rank` rating a cut before it (HEADING when it starts
+ * `#`..`######` + space or tab, PARAGRAPH after a blank line, LINE after any other, ILLEGAL inside a
+ * fenced code block, where a cut would leave the fence open and swallow the note after it), and
+ * whether a cut inside it may be legal (`chunkable`: not inside a fence, nor on the line opening one).
+ * The first line is rated as one after a non-blank line. Returns whether the text ends inside a fence.
+ */
+export function rateLines(text: string, visit: (start: number, end: number, rank: number, chunkable: boolean) => void): boolean {
   let fence: Fence | undefined;
   let previousBlank = false;
-  for (let start = 0; start < units.length; ) {
-    let end = start + 1;
-    while (end < units.length && !units[end - 1]!.endsWith("\n")) end++;
-    const line = end - start === 1 ? units[start]! : units.slice(start, end).join("");
+  for (let start = 0; start < text.length; ) {
+    const newline = text.indexOf("\n", start);
+    const end = newline === -1 ? text.length : newline + 1;
+    const line = text.slice(start, end);
     const opens = fence === undefined ? openingFence(line) : undefined;
-    if (start > 0 && fence === undefined) ranks[start] = isHeading(line) ? HEADING : previousBlank ? PARAGRAPH : LINE;
-    // Inside a fence, or inside its opening line, no chunk boundary is a place to cut either.
-    const chunkRank = fence === undefined && opens === undefined ? CHUNK : ILLEGAL;
-    for (let k = start + 1; k < end; k++) ranks[k] = chunkRank;
+    const rank = fence !== undefined ? ILLEGAL : isHeading(line) ? HEADING : previousBlank ? PARAGRAPH : LINE;
+    visit(start, end, rank, fence === undefined && opens === undefined);
     if (fence !== undefined) {
       if (closesFence(line, fence)) fence = undefined;
     } else fence = opens;
     previousBlank = line.trim() === "";
     start = end;
   }
-  ranks[units.length] = HEADING;
-  return ranks;
+  return fence !== undefined;
 }
 
 interface Fence {

@@ -27,9 +27,11 @@ import { BLOCK_CLOSE, blockHead, cutTail, deletedNotice, leftOutListOf, MAX_NAME
  *   do not fit.
  * - System and delivery blocks, when not everything is whole: the block uses >= 95% of the budget,
  *   OR no single step fits in what is left: no cut of the first tier not whole can grow to its next
- *   legal boundary and none of that tier's left-out docs can be shown up to its first one. Fences
- *   are what can make a step large; on fence-free text the unused part is below one unit plus one
- *   section's framing and one list entry, so >= 95% holds for any budget of 20 such steps or more.
+ *   legal boundary and none of that tier's left-out docs can be shown up to its first one. Fences,
+ *   and long stretches with no legal cut (punctuation runs, one long piece: see units.ts and doc.ts),
+ *   are what can make a step large; where every unit boundary is legal the unused part is below one
+ *   unit plus one section's framing and one list entry, so >= 95% holds for any budget of 20 such
+ *   steps or more.
  * - Decisions are a pure function of (docs, exact counts, budget, kind, updated, deleted): counts
  *   supplied beyond those needed, and the bounds, change nothing.
  */
@@ -129,11 +131,11 @@ function bound(doc: Doc, frame: (text: string) => number): number {
 /** frame's bound of each doc's section head, kept per doc for the last counter asked: a plan of 2,000 files framed 2,000 heads each time (17 ms). */
 const headBounds = new WeakMap<Doc, { readonly frame: (text: string) => number; readonly tokens: number }>();
 
-/** What a doc's section head costs (`updated`: the head of a file sent again, rare, not kept). */
+/** What a doc's section head costs, with the doc's lead it takes in (`updated`: the head of a file sent again, rare, not kept). */
 export function headCost(doc: Doc, updated: boolean, frame: (text: string) => number): number {
-  if (updated) return frame(sectionHead(doc.rel, true));
+  if (updated) return frame(sectionHead(doc.rel, true) + doc.lead);
   let known = headBounds.get(doc);
-  if (known?.frame !== frame) headBounds.set(doc, (known = { frame, tokens: frame(sectionHead(doc.rel, false)) }));
+  if (known?.frame !== frame) headBounds.set(doc, (known = { frame, tokens: frame(sectionHead(doc.rel, false) + doc.lead) }));
   return known.tokens;
 }
 

@@ -8,7 +8,9 @@ export type RenderInput = Pick<PlanInput, "kind" | "items" | "updated" | "delete
  * The block's text, as pieces. The planner charges exactly these pieces (it calls the same
  * functions): framing pieces cost `frame(text)`, content pieces the sum of their units' exact counts.
  * Every framing piece but the last ends with a line break and every note starts on a line of its own
- * with `[`, so no file text, whole or cut, can join with framing into a tag or a marker.
+ * with `[`, so no file text, whole or cut, can join with framing into a tag or a marker; and, the
+ * section head taking in its doc's lead (see doc.ts), o200k's pieces end wherever two pieces meet,
+ * so the block counted at once costs at most what its pieces cost.
  */
 
 export const BLOCK_OPEN = "<project-context>\n";
@@ -37,8 +39,8 @@ export const sectionPrefix = (rel: string) => `<context-file path="${escapePath(
 
 export const sectionHead = (rel: string, updated: boolean) => `${sectionPrefix(rel)}${updated ? ' status="updated"' : ""}>\n`;
 
-/** Closes a whole section; model text has no trailing whitespace, hence the line break first. */
-export const WHOLE_TAIL = "\n</context-file>\n";
+/** Closes a whole section: its text ends with its own line break (see doc.ts sectionOf). */
+export const WHOLE_TAIL = "</context-file>\n";
 
 /**
  * A path in a note, quoted: a name may be spelled like the rest of a note (`pkg/AGENTS.md no longer
@@ -99,7 +101,7 @@ export function renderPieces(input: RenderInput, plan: Plan): Piece[] {
     const { doc } = items[index]!;
     const decision = plan.decisions[index]!;
     const units = decision.state === "cut" ? decision.keptUnits : doc.units.length;
-    pieces.push({ text: sectionHead(doc.rel, input.updated?.has(doc.key) === true) });
+    pieces.push({ text: sectionHead(doc.rel, input.updated?.has(doc.key) === true) + doc.lead });
     pieces.push({ text: doc.units.slice(0, units).join(""), item: index, units });
     if (decision.state === "cut") {
       const endsLine = doc.units[units - 1]!.endsWith("\n");

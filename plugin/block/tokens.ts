@@ -9,10 +9,9 @@
 import type { ChildProcess, fork as Fork } from "node:child_process";
 import { Buffer } from "node:buffer";
 import { readFileSync } from "node:fs";
-import { O200K_TOKEN_SPLIT_REGEX } from "gpt-tokenizer/encodingParams/constants";
 import { lruCache } from "../lru.ts";
 import { ownCopy } from "../strings.ts";
-import { MAX_UNIT, splitUnits } from "./units.ts";
+import { MAX_UNIT, pieceEnd, splitUnits } from "./units.ts";
 
 // ---------------------------------------------------------------------------------------------
 // The bound.
@@ -122,15 +121,6 @@ function replayedParts(known: RankTable, piece: Uint8Array, length: number): num
 }
 
 /**
- * Our own sticky instance: `test` moves `lastIndex` (ours to move, not the library's) and, unlike
- * `exec`, makes neither a match array nor a piece string. Sticky, it matches only where the last piece
- * ended; where nothing matches there (no such place is known: the regex covers every character), the
- * global search below finds the next piece, as gpt-tokenizer's own split would.
- */
-const pieceSplitter = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, O200K_TOKEN_SPLIT_REGEX.flags.replace("g", "") + "y");
-const pieceFinder = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, O200K_TOKEN_SPLIT_REGEX.flags);
-
-/**
  * Bounds of pieces that needed more than a lookup: words repeat, and a replay costs far more than a
  * lookup. A piece that is a token is not kept (its lookup is the cheap part). Keys are own copies
  * (see ownCopy).
@@ -139,13 +129,14 @@ const pieceBounds = new Map<string, number>();
 const MAX_REMEMBERED_PIECES = 10_000;
 
 const utf8 = new TextEncoder();
-/** A piece is at most MAX_UNIT UTF-16 code units, each at most 3 UTF-8 bytes. */
+/** A piece looked up is at most MAX_UNIT UTF-16 code units, each at most 3 UTF-8 bytes. */
 const pieceBytes = new Uint8Array(MAX_UNIT * 3);
 
 /** The bound of unit[from, to), a piece of the split. */
 function pieceBound(unit: string, from: number, to: number, known: RankTable): number {
   // An ASCII piece (most of markdown and code) is its own UTF-8 bytes: copied as they are, looked up
-  // with no string made. Any other piece takes the general way.
+  // with no string made. Any other piece takes the general way. A longer piece (a unit of its own,
+  // see units.ts) is no token and far past MAX_REPLAYED_BYTES: its byte count.
   const length = to - from;
   if (length > MAX_UNIT) return byteLength(unit.slice(from, to));
   for (let i = 0; i < length; i++) {
@@ -186,18 +177,9 @@ export function unitBound(unit: string): number {
   const known = rankTable();
   let total = 0;
   for (let at = 0; at < unit.length; ) {
-    pieceSplitter.lastIndex = at;
-    if (pieceSplitter.test(unit)) {
-      const end = pieceSplitter.lastIndex;
-      // An empty piece costs nothing; the split moves on by a code point, as matchAll does.
-      if (end === at) at += unit.codePointAt(at)! > 0xffff ? 2 : 1;
-      else total += pieceBound(unit, at, (at = end), known);
-      continue;
-    }
-    pieceFinder.lastIndex = at;
-    const match = pieceFinder.exec(unit);
-    if (match === null) break;
-    at = match.index;
+    const end = pieceEnd(unit, at);
+    total += pieceBound(unit, at, end, known);
+    at = end;
   }
   return total;
 }

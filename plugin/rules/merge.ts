@@ -1,7 +1,6 @@
 import { dirname } from "node:path";
-import { boundaries, HEADING, ILLEGAL } from "../block/doc.ts";
+import { HEADING, ILLEGAL, rateLines } from "../block/doc.ts";
 import { escapeInline, escapePath, sanitize } from "../block/escape.ts";
-import { splitUnits } from "../block/units.ts";
 
 // ---------------------------------------------------------------------------------------------------
 // Markdown lines, as the block sees them
@@ -30,27 +29,8 @@ export interface Outline {
  * text is not made model text first). Linear in the text.
  */
 export function outline(text: string): Outline {
-  // doc.ts never rates a cut before the first unit, and has no rank past the last line: a blank line
-  // before the text gives its first line a rank, one after it tells whether the text ends in a fence.
-  const units = splitUnits(text);
-  units.unshift("\n");
-  if (text !== "" && !text.endsWith("\n")) units.push("\n");
-  units.push("\n");
-  const ranks = boundaries({ key: "", rel: "", units, size: units.length });
   const lines: MarkdownLine[] = [];
-  let offset = 0;
-  for (let unit = 1; offset < text.length; unit++) {
-    const start = offset;
-    const rank = ranks[unit]!;
-    while (offset < text.length) {
-      offset += units[unit]!.length;
-      if (units[unit]!.endsWith("\n")) break;
-      unit++;
-    }
-    const end = Math.min(offset, text.length);
-    lines.push({ start, end, fenced: rank === ILLEGAL, level: rank === HEADING ? hashes(text, start) : 0 });
-  }
-  const endsFenced = ranks[units.length - 1] === ILLEGAL;
+  const endsFenced = rateLines(text, (start, end, rank) => lines.push({ start, end, fenced: rank === ILLEGAL, level: rank === HEADING ? hashes(text, start) : 0 }));
   return { lines, openFence: endsFenced ? fenceOpener(text, lines) : undefined };
 }
 

@@ -1,7 +1,7 @@
 import { stemmer } from "stemmer";
 import { ownCopy } from "../strings.ts";
-import { boundaries, HEADING, toDoc } from "../block/doc.ts";
-import { sanitize } from "../block/escape.ts";
+import { HEADING, rateLines } from "../block/doc.ts";
+import { modelText, sanitize } from "../block/escape.ts";
 
 /**
  * Ranking of `include: agent` context files against a user message: BM25F over three fields of each
@@ -404,17 +404,9 @@ export class AgentRanker {
  * characters removed, tags neutralized).
  */
 export function headingsOf(markdown: string): string[] {
-  // A cut before the first unit is never rated: a leading line break lets the first line be a heading too.
-  const doc = toDoc("", "", "\n" + markdown);
-  const ranks = boundaries(doc);
+  const text = modelText(markdown);
   const headings: string[] = [];
-  for (let unit = 1; unit < doc.units.length; unit++) {
-    if (ranks[unit] !== HEADING) continue;
-    let line = doc.units[unit]!;
-    // A long line is several units; the ones after the first are never HEADING.
-    for (let next = unit + 1; !line.endsWith("\n") && next < doc.units.length; next++) line += doc.units[next]!;
-    headings.push(headingText(line));
-  }
+  rateLines(text, (start, end, rank) => rank === HEADING && headings.push(headingText(text.slice(start, end))));
   return headings;
 }
 

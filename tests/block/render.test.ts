@@ -71,7 +71,7 @@ describe("render", () => {
         "<project-context>",
         "Repository instructions for the directories you work in, root first, closest last; where they disagree, the closer file wins.",
         '<context-file path="AGENTS.md">',
-        "# Root\n\nroot rule one\n# Root\n\nroot rule one\n# Root\n\nroot rule one\n# Root\n\nroot rule one\n# Root\n\nroot rule one\n[cut to fit the budget: 105 tokens left out; read \"AGENTS.md\" from line 16]",
+        `${"# Root\n\nroot rule one\n".repeat(6)}[cut to fit the budget: 84 tokens left out; read "AGENTS.md" from line 19]`,
         "</context-file>",
         '<context-file path="a/b/AGENTS.md">',
         "# B\nb rule",
@@ -82,7 +82,7 @@ describe("render", () => {
     );
     expect(renderedEntries(input, result)).toEqual([
       { key: "a/b/AGENTS.md", rel: "a/b/AGENTS.md", state: "whole", sentTokens: 3, totalTokens: 3 },
-      { key: "AGENTS.md", rel: "AGENTS.md", state: "cut", sentTokens: 35, totalTokens: 140 },
+      { key: "AGENTS.md", rel: "AGENTS.md", state: "cut", sentTokens: 36, totalTokens: 120 },
       { key: "a/AGENTS.md", rel: "a/AGENTS.md", state: "omitted", sentTokens: 0, totalTokens: 2 },
     ]);
   });
@@ -94,7 +94,7 @@ describe("render", () => {
     const text = renderBlock(input, result);
     expect(text).toContain('<context-file path="a/b/AGENTS.md" status="updated">\nb rule\n</context-file>\n');
     expect(text).toContain('["c/AGENTS.md" no longer applies (deleted, moved or replaced); disregard its instructions]\n');
-    expect(text).toContain('[pending (budget; sent in a later step): "AGENTS.md" (500 tokens)]\n</project-context>');
+    expect(text).toContain('[pending (budget; sent in a later step): "AGENTS.md" (501 tokens)]\n</project-context>');
     expect(renderedEntries(input, result).map((entry) => entry.state)).toEqual(["whole", "pending"]);
     expect(renderBlock({ ...input, items: [], deleted: [] }, planned({ ...input, items: [], deleted: [] }))).toBe("");
   });

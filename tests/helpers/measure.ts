@@ -1,10 +1,9 @@
 import { countTokens } from "gpt-tokenizer";
-import { splitUnits } from "../../plugin/block/units.ts";
 
 const PLAIN = { allowedSpecial: new Set<string>(), disallowedSpecial: new Set<string>() };
 
-/** Tokens of a block as the plugin defines them: o200k_base counts of its units (lines), summed. */
-export const tokens = (text: string) => splitUnits(text).reduce((total, unit) => total + countTokens(unit, PLAIN), 0);
+/** Tokens of a block: o200k_base's count of its whole text at once (its budget holds for that count). */
+export const tokens = (text: string) => countTokens(text, PLAIN);
 
 /** `count` numbered lines of text labelled `label`. */
 export const lines = (label: string, count: number) =>
