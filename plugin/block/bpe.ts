@@ -32,13 +32,16 @@ export function mergeLongPiecesFast(encoding: unknown): boolean {
 
 /** Above every rank: a pair of tokens as one number. */
 const RANK_SPAN = 2 ** 20;
+/** Above every start byte: a pair's rank and left start as one number, ordered as (rank, left). */
+const LEFT_SPAN = 2 ** 32;
 
 /**
  * The tokens byte-pair merging makes of `piece`, `rankOf` giving a byte run's rank (undefined: no
- * token). Parts are a linked list over their start bytes, each a token; the heap holds each adjacent
- * pair once per rank it was given, a pair that changed since being dropped when it comes up (its
- * left part merged away, or its right part grown). A pair's rank depends only on its two tokens, so
- * it is looked up once per distinct pair: a long piece is most often a run of few tokens repeated.
+ * token). Parts are a linked list over their start bytes, each a token. A binary min-heap holds the
+ * adjacent pairs by (rank, left start), each once per rank it was given: a pair that changed since
+ * (its left part merged away, or its right part grown) is dropped when it comes up. A pair's rank
+ * depends only on its two tokens, so it is looked up once per distinct pair: a long piece is most
+ * often a run of few tokens repeated.
  */
 export function heapMerge(piece: Uint8Array, rankOf: (bytes: Uint8Array) => number | undefined): number[] {
   const n = piece.length;
@@ -56,24 +59,55 @@ export function heapMerge(piece: Uint8Array, rankOf: (bytes: Uint8Array) => numb
     next[i] = i + 1;
     prev[i] = i - 1;
   }
-  const pairRanks = new Map<number, number | undefined>();
-  const heap = new PairHeap(n);
+  /** Ranks of the token pairs met so far, -1 for a pair that makes no token. */
+  const pairRanks = new Map<number, number>();
+  // The heap: each pair's key (rank * LEFT_SPAN + left) and end. Every merge offers two pairs, so n
+  // pairs and 2 per merge (n - 1 at most) always fit.
+  const keys = new Float64Array(3 * n);
+  const ends = new Int32Array(3 * n);
+  let size = 0;
   /** Queues the pair of the part at `left` and the one after it, when both exist and they make a token. */
   const offer = (left: number) => {
     const right = next[left]!;
     if (right >= n) return;
     const end = next[right]!;
-    const key = token[left]! * RANK_SPAN + token[right]!;
-    let rank = pairRanks.get(key);
-    if (rank === undefined && !pairRanks.has(key)) pairRanks.set(key, (rank = rankOf(piece.subarray(left, end))));
-    if (rank !== undefined) heap.push(rank, left, end);
+    const pair = token[left]! * RANK_SPAN + token[right]!;
+    let rank = pairRanks.get(pair);
+    if (rank === undefined) pairRanks.set(pair, (rank = rankOf(piece.subarray(left, end)) ?? -1));
+    if (rank === -1) return;
+    const key = rank * LEFT_SPAN + left;
+    let at = size++;
+    while (at > 0) {
+      const parent = (at - 1) >> 1;
+      if (keys[parent]! <= key) break;
+      keys[at] = keys[parent]!;
+      ends[at] = ends[parent]!;
+      at = parent;
+    }
+    keys[at] = key;
+    ends[at] = end;
   };
   for (let i = 0; i + 1 < n; i++) offer(i);
-  while (heap.size > 0) {
-    const rank = heap.topRank();
-    const left = heap.topLeft();
-    const end = heap.topEnd();
-    heap.pop();
+  while (size > 0) {
+    const top = keys[0]!;
+    const end = ends[0]!;
+    // Pop: the last entry sinks from the root.
+    const lastKey = keys[--size]!;
+    const lastEnd = ends[size]!;
+    let at = 0;
+    for (;;) {
+      let child = 2 * at + 1;
+      if (child >= size) break;
+      if (child + 1 < size && keys[child + 1]! < keys[child]!) child++;
+      if (keys[child]! >= lastKey) break;
+      keys[at] = keys[child]!;
+      ends[at] = ends[child]!;
+      at = child;
+    }
+    keys[at] = lastKey;
+    ends[at] = lastEnd;
+    const rank = Math.floor(top / LEFT_SPAN);
+    const left = top - rank * LEFT_SPAN;
     const right = next[left]!;
     // Stale: the left part is gone, or the pair no longer ends where it did.
     if (!alive[left] || right >= n || next[right] !== end) continue;
@@ -87,66 +121,4 @@ export function heapMerge(piece: Uint8Array, rankOf: (bytes: Uint8Array) => numb
   const tokens: number[] = [];
   for (let i = 0; i < n; i = next[i]!) tokens.push(token[i]!);
   return tokens;
-}
-
-/** Above every start byte: a pair's rank and left start as one number, ordered as (rank, left). */
-const LEFT_SPAN = 2 ** 32;
-
-/** A binary min-heap of pairs by (rank, left): the lowest rank first, the leftmost of equal ranks. */
-class PairHeap {
-  size = 0;
-  /** rank * LEFT_SPAN + left: one comparison orders two pairs. */
-  private keys: Float64Array;
-  private ends: Int32Array;
-
-  constructor(capacity: number) {
-    this.keys = new Float64Array(Math.max(capacity, 1));
-    this.ends = new Int32Array(this.keys.length);
-  }
-
-  push(rank: number, left: number, end: number): void {
-    if (this.size === this.keys.length) this.grow();
-    const key = rank * LEFT_SPAN + left;
-    let at = this.size++;
-    while (at > 0) {
-      const parent = (at - 1) >> 1;
-      if (this.keys[parent]! <= key) break;
-      this.keys[at] = this.keys[parent]!;
-      this.ends[at] = this.ends[parent]!;
-      at = parent;
-    }
-    this.keys[at] = key;
-    this.ends[at] = end;
-  }
-
-  topRank = (): number => Math.floor(this.keys[0]! / LEFT_SPAN);
-  topLeft = (): number => this.keys[0]! % LEFT_SPAN;
-  topEnd = (): number => this.ends[0]!;
-
-  pop(): void {
-    const last = --this.size;
-    const key = this.keys[last]!;
-    const end = this.ends[last]!;
-    let at = 0;
-    for (;;) {
-      let child = 2 * at + 1;
-      if (child >= last) break;
-      if (child + 1 < last && this.keys[child + 1]! < this.keys[child]!) child++;
-      if (this.keys[child]! >= key) break;
-      this.keys[at] = this.keys[child]!;
-      this.ends[at] = this.ends[child]!;
-      at = child;
-    }
-    this.keys[at] = key;
-    this.ends[at] = end;
-  }
-
-  private grow(): void {
-    const keys = new Float64Array(this.keys.length * 2);
-    const ends = new Int32Array(keys.length);
-    keys.set(this.keys);
-    ends.set(this.ends);
-    this.keys = keys;
-    this.ends = ends;
-  }
 }

@@ -83,9 +83,12 @@ function unitEnd(text: string, start: number, lineStartAfter: (at: number) => nu
   }
   if (latestWord > start) return latestWord;
   if (latest > start) return latest;
-  // One piece reaches past MAX_UNIT: the unit ends at the first place after it.
+  // One piece reaches past MAX_UNIT: the unit ends at the first place after it, or, when its line
+  // ends there, after the line break, as a line's unit does.
   while (!mayEndUnit(text, scanned)) scanned = pieceEnd(text, scanned);
-  return scanned;
+  if (!breaksLineAt(text, scanned)) return scanned;
+  const afterBreak = pieceEnd(text, scanned);
+  return text.charCodeAt(afterBreak - 1) === 0x0a ? afterBreak : scanned;
 }
 
 /**

@@ -4,6 +4,7 @@ import api, { countTokens } from "gpt-tokenizer/encoding/o200k_base";
 import { O200K_TOKEN_SPLIT_REGEX } from "gpt-tokenizer/encodingParams/constants";
 import { heapMerge, HEAP_MERGE_BYTES, mergeLongPiecesFast } from "../../plugin/block/bpe.ts";
 import { boundaries, layout, sectionOf, toDoc } from "../../plugin/block/doc.ts";
+import { headCost } from "../../plugin/block/plan.ts";
 import { cutTail, sectionHead, WHOLE_TAIL } from "../../plugin/block/render.ts";
 import { MAX_UNIT, splitUnits } from "../../plugin/block/units.ts";
 
@@ -99,6 +100,12 @@ describe("units", () => {
     );
   });
 
+  test("lines counted apart can cost less than at once: a piece runs over the line break", () => {
+    expect([exact("ok!\n"), exact("/x"), exact("ok!\n/x")]).toEqual([2, 1, 4]);
+    expect([...pieceEnds("ok!\n/x")]).toEqual([2, 5, 6]);
+    expect(splitUnits("ok!\n/x")).toEqual(["ok!\n/x"]);
+  });
+
   test("lines: a blank line joins the line before it, a \"/\" line after punctuation runs on to its first word", () => {
     expect(splitUnits("para\n\n  \nnext\n    indented\n/path\nsee.\n/usr/bin and more\nend")).toEqual([
       "para\n\n  \n",
@@ -121,11 +128,25 @@ describe("units", () => {
   test("a long line is cut after a word, never after punctuation, and one long piece is one unit", () => {
     const words = toDoc("k", "p/AGENTS.md", "word ".repeat(100).trim());
     expect(words.units.map((unit) => unit.length)).toEqual([254, 246]);
+    expect(words.units[0]!.endsWith("word")).toBe(true);
     expect([...boundaries(words)]).toEqual([0, 1, 4]);
     const rule = toDoc("k", "p/AGENTS.md", `intro\n${"| --- ".repeat(100)}|\nafter`);
     expect(rule.units.length).toBeGreaterThan(3);
     expect([...boundaries(rule)].slice(1, -2).filter((rank) => rank === 1)).toEqual([]);
     expect(toDoc("k", "p/AGENTS.md", `${"=".repeat(1000)}\nx`).units).toEqual([`${"=".repeat(1000)}\n`, "x\n"]);
+    const cjk = toDoc("k", "p/AGENTS.md", `${"漢字".repeat(200)}\nx`);
+    expect(cjk.units).toEqual([`${"漢字".repeat(200)}\n`, "x\n"]);
+    expect([...boundaries(cjk)]).toEqual([0, 2, 4]);
+  });
+
+  test("a file's leading line breaks and \"/\" are one piece with the end of its section's opening tag, and counted with it", () => {
+    const doc = toDoc("k", "p/AGENTS.md", "\n\n/x\n# Title");
+    expect([doc.lead, doc.units]).toEqual(["\n\n/", ["x\n", "# Title\n"]]);
+    const head = sectionHead(doc.rel, false);
+    const ends = pieceEnds(head + doc.lead + doc.units.join(""));
+    expect([ends.has(head.length), ends.has(head.length + doc.lead.length)]).toEqual([false, true]);
+    const frame = (text: string) => text.length;
+    expect([headCost(doc, false, frame), headCost(doc, true, frame)]).toEqual([frame(head + doc.lead), frame(sectionHead(doc.rel, true) + doc.lead)]);
   });
 });
 
