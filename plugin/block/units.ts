@@ -57,9 +57,13 @@ export function splitUnits(text: string, from = 0): string[] {
 function unitEnd(text: string, start: number, lineStartAfter: (at: number) => number): number {
   const limit = start + MAX_UNIT;
   const lineEnd = lineStartAfter(start);
-  // Most line starts are followed by a character no piece runs over to, and most long lines have a
-  // word before a blank within MAX_UNIT: no piece needs reading.
-  if (lineEnd <= limit && (lineEnd === text.length || !runsOver(text.charCodeAt(lineEnd)))) return lineEnd;
+  // What follows a line end most often tells whether a piece ends there (a blank line never lets
+  // one), and most long lines have a word before a blank within MAX_UNIT: no piece needs reading.
+  for (let next = lineEnd; next <= limit; next = lineStartAfter(next)) {
+    const ends = pieceEndsAtLineStart(text, next);
+    if (ends === true) return next;
+    if (ends === undefined) break;
+  }
   if (lineEnd > limit) {
     const wordEnd = wordBeforeBlank(text, start + MAX_UNIT / 2, limit);
     if (wordEnd !== -1) return wordEnd;
@@ -108,13 +112,25 @@ const breaksLineAt = (text: string, at: number): boolean =>
   text.charCodeAt(at) === 0x0a || (text.charCodeAt(at) === 0x0d && text.charCodeAt(at + 1) === 0x0a);
 
 /**
- * Whether a piece that holds the line break before a character with this code can hold the
- * character too: a blank (`\s*[\r\n]+`, `\s+`) or "/" (` ?[^\s\p{L}\p{N}]+[\r\n/]*`). No other
- * alternative takes a line break, so before any other character a piece always ends.
+ * Whether a piece ends at `at`, a line's start, when the characters from there tell (undefined when
+ * they do not). Only two of o200k's alternatives take a line break: ` ?[^\s\p{L}\p{N}]+[\r\n/]*`,
+ * which runs on over line breaks and "/", and `\s*[\r\n]+`, which runs on to the last line break of
+ * its blanks. So a piece ends before anything else; never before a line break (a blank line); and
+ * before blanks that something other than a line break ends (an indented line). Before "/", or a
+ * line of blanks, it depends on which took the line break.
  */
-function runsOver(code: number): boolean {
-  return code === 0x2f /* / */ || isBlank(code);
+function pieceEndsAtLineStart(text: string, at: number): boolean | undefined {
+  if (at === text.length) return true;
+  const code = text.charCodeAt(at);
+  if (isLineBreak(code)) return false;
+  if (code === 0x2f /* / */) return undefined;
+  if (!isBlank(code)) return true;
+  let blank = at + 1;
+  while (blank < text.length && isBlank(text.charCodeAt(blank)) && !isLineBreak(text.charCodeAt(blank))) blank++;
+  return blank === text.length || !isLineBreak(text.charCodeAt(blank)) ? true : undefined;
 }
+
+const isLineBreak = (code: number): boolean => code === 0x0a || code === 0x0d;
 
 /**
  * Whether a unit may end at `at`, a piece end: alone, the unit must split as the whole text does
@@ -125,7 +141,7 @@ function runsOver(code: number): boolean {
 function mayEndUnit(text: string, at: number): boolean {
   if (at >= text.length) return true;
   const before = text.charCodeAt(at - 1);
-  if (isBlank(before) && before !== 0x0a && before !== 0x0d && !isBlank(text.charCodeAt(at))) return false;
+  if (isBlank(before) && !isLineBreak(before) && !isBlank(text.charCodeAt(at))) return false;
   return !insideEscape(text, at);
 }
 
