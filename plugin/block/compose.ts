@@ -1,7 +1,7 @@
 import type { FileVersion } from "../files/contained.ts";
 import { lruCache } from "../lru.ts";
-import { ownCopy } from "../strings.ts";
 import type { Logger } from "../log.ts";
+import { ownCopy } from "../strings.ts";
 import { sectionOf, type Doc } from "./doc.ts";
 import { headCost, plan, type BlockKind, type PlanItem } from "./plan.ts";
 import { renderPieces, renderedEntries, sectionHead, WHOLE_TAIL, type RenderedEntry } from "./render.ts";

@@ -47,9 +47,8 @@ export const HEADING = 4;
 
 /**
  * `ranks[k]` rates cutting before unit k (keeping units [0, k)): at a line's start, as rateLines rates
- * the line; inside a line, CHUNK after a letter or digit outside fences (the cut's note starts with a
- * line break, and only there does a piece surely end before it: see afterLetterOrDigit), else
- * ILLEGAL; at 0 ILLEGAL (keeping nothing is omitting, not cutting). `ranks[units.length]` (everything
+ * the line; inside a line outside fences, CHUNK where cutsInLine allows, else ILLEGAL; at 0 ILLEGAL
+ * (keeping nothing is omitting, not cutting). `ranks[units.length]` (everything
  * kept) is always legal. Shared: read it, never write it.
  */
 export function boundaries(doc: Doc): Uint8Array {
@@ -85,7 +84,7 @@ export function layout(doc: Doc): Layout {
     line++;
     for (; k < n && at < end; at += units[k++]!.length) {
       lines[k] = line;
-      ranks[k] = at === start ? rank : chunkable && afterLetterOrDigit(text, at) ? CHUNK : ILLEGAL;
+      ranks[k] = at === start ? rank : chunkable && cutsInLine(text, start, at) ? CHUNK : ILLEGAL;
     }
   });
   ranks[0] = ILLEGAL;
@@ -95,6 +94,16 @@ export function layout(doc: Doc): Layout {
   known = Object.freeze({ ranks, lines, previousLegal });
   layouts.set(doc, known);
   return known;
+}
+
+/**
+ * Whether a cut at `at`, inside the line starting at `start`, is legal: after a letter or digit (the
+ * cut's note starts with a line break, and only there does a piece surely end before it: see
+ * afterLetterOrDigit), and not where the line cut short opens a fence (```` ```a`b ```` does not,
+ * ```` ```a ```` does: the note would be inside it).
+ */
+function cutsInLine(text: string, start: number, at: number): boolean {
+  return afterLetterOrDigit(text, at) && openingFence(text.slice(start, at)) === undefined;
 }
 
 /**

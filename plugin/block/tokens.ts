@@ -136,7 +136,7 @@ const pieceBytes = new Uint8Array(MAX_UNIT * 3);
 function pieceBound(unit: string, from: number, to: number, known: RankTable): number {
   // An ASCII piece (most of markdown and code) is its own UTF-8 bytes: copied as they are, looked up
   // with no string made. Any other piece takes the general way. A longer piece (a unit of its own,
-  // see units.ts) is no token and far past MAX_REPLAYED_BYTES: its byte count.
+  // see units.ts) is far past MAX_REPLAYED_BYTES: its byte count.
   const length = to - from;
   if (length > MAX_UNIT) return byteLength(unit.slice(from, to));
   for (let i = 0; i < length; i++) {

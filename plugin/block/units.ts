@@ -9,8 +9,9 @@ import { isHighSurrogate, isLowSurrogate } from "../strings.ts";
  *   with anything but a blank or "/"). A blank line joins the line before it (`\s*[\r\n]+` takes it
  *   in), and so does the start of a "/" line after a line ending in punctuation (` ?[^\s\p{L}\p{N}]+[\r\n/]*`):
  *   such a unit ends at the first word or number after that, or at a line's end;
- * - in a stretch of more than MAX_UNIT characters with no such end, at the latest piece end within
- *   MAX_UNIT, after a word or number where there is one;
+ * - in a stretch of more than MAX_UNIT characters with no such end, at a piece end within MAX_UNIT:
+ *   the latest after a word before a blank in its second half, else the latest after a word or
+ *   number, else the latest;
  * - never right after a blank that a non-blank follows (o200k's `\s+(?!\S)` leaves that blank to the
  *   next piece, and at the end of a unit alone would not), nor inside an escape.
  * One piece longer than MAX_UNIT (300 `=`, a long line of CJK without punctuation) is a unit of its

@@ -5,6 +5,7 @@ import { compose } from "../../plugin/block/compose.ts";
 import { sectionOf } from "../../plugin/block/doc.ts";
 import { modelText } from "../../plugin/block/escape.ts";
 import type { BlockKind } from "../../plugin/block/plan.ts";
+import { watchNotice } from "../../plugin/block/render.ts";
 import type { FileVersion } from "../../plugin/files/contained.ts";
 import { recordingLogger } from "../files/helpers.ts";
 import { endsInFence } from "../helpers/fence.ts";
@@ -107,6 +108,9 @@ interface Case {
   readonly budget: number;
   readonly bodies: readonly string[];
   readonly tiers: readonly number[];
+  /** delivery: which files are sent again as updated, and whether a deleted file's notice and a watch notice are said too. */
+  readonly updated: readonly boolean[];
+  readonly notices: boolean;
 }
 
 const caseOf = (most: number) =>
@@ -114,17 +118,24 @@ const caseOf = (most: number) =>
     .record({
       kind: fc.constantFrom(...kinds),
       budget: fc.integer({ min: 0, max: 400 }),
-      files: fc.array(fc.tuple(body, fc.integer({ min: 0, max: 2 })), { minLength: 1, maxLength: most }),
+      files: fc.array(fc.tuple(body, fc.integer({ min: 0, max: 2 }), fc.boolean()), { minLength: 1, maxLength: most }),
+      notices: fc.boolean(),
     })
-    .map(({ kind, budget, files }): Case => {
+    .map(({ kind, budget, files, notices }): Case => {
       const tiers = files.map(([, tier]) => tier).sort((a, b) => a - b);
-      return { kind, budget, bodies: files.map(([text]) => text), tiers };
+      const updated = files.map(([, , again]) => kind === "delivery" && again);
+      return { kind, budget, bodies: files.map(([text]) => text), tiers, updated, notices: kind === "delivery" && notices };
     });
 
 /** What is wrong with the block composed for `c` (empty when nothing). */
 async function problems(c: Case): Promise<string[]> {
   const files = c.bodies.map((text, i) => version(`p${i}/AGENTS.md`, text));
-  const composed = await compose(c.kind, files.map((file, i) => ({ file, tier: c.tiers[i]! })), c.budget, recordingLogger());
+  const extras = {
+    updated: new Set(files.filter((_, i) => c.updated[i]).map((file) => file.path)),
+    deleted: c.notices ? ["gone/AGENTS.md"] : [],
+    notices: c.notices ? [watchNotice("p0/AGENTS.md", "src/schema.sql", "changed")] : [],
+  };
+  const composed = await compose(c.kind, files.map((file, i) => ({ file, tier: c.tiers[i]! })), c.budget, recordingLogger(), extras);
   const found: string[] = [];
   const { text } = composed;
   if (composed.failed) return ["counter failed"];
@@ -153,20 +164,26 @@ async function problems(c: Case): Promise<string[]> {
       const noteAt = shown.lastIndexOf("[cut to fit the budget: ");
       const note = /^\[cut to fit the budget: (\d+) tokens left out; read "[^"]*" from line (\d+)\]\n$/.exec(shown.slice(noteAt));
       if (noteAt === -1 || !note) return void found.push(`${file.rel} cut without its note`);
-      // The kept text, and the line break the note adds when it does not end one.
+      // The kept text, and the line break the note adds when it does not end one: the kept units end
+      // before the note or before that line break (the same bytes when both are the ends of units).
       const before = shown.slice(0, noteAt);
-      const kept = model.startsWith(before) ? before : before.slice(0, -1);
-      if (!before.endsWith("\n") || !model.startsWith(kept) || kept.length <= section.lead.length) return void found.push(`${file.rel} cut text is no prefix of the file past its lead`);
-      if (endsInFence(kept)) found.push(`${file.rel} cut inside an open fence`);
-      if (/[\uD800-\uDBFF]$/.test(kept)) found.push(`${file.rel} cut splits a surrogate pair`);
-      if (/&(l|lt|#|#5|#58)$/.test(kept)) found.push(`${file.rel} cut inside an escape`);
-      let keptUnits = 0;
-      for (let length = section.lead.length; length < kept.length; ) length += section.units[keptUnits++]!.length;
-      const leftOut = fileTokens - unitTokens(section.units.slice(0, keptUnits));
-      const said = Number(note[1]);
-      if (said !== leftOut) found.push(`${file.rel} note says ${said} left out, its units ${leftOut}`);
-      const lines = kept.split("\n").length - 1;
-      if (Number(note[2]) !== lines + 1) found.push(`${file.rel} note says line ${note[2]}, the cut is on line ${lines + 1}`);
+      const unitEnds = new Map<number, number>();
+      for (let k = 0, length = section.lead.length; k < section.units.length; ) unitEnds.set((length += section.units[k++]!.length), k);
+      const readings = [before, before.slice(0, -1)]
+        .filter((kept) => before.endsWith("\n") && model.startsWith(kept) && unitEnds.has(kept.length))
+        .map((kept) => {
+          const wrong: string[] = [];
+          if (endsInFence(kept)) wrong.push(`${file.rel} cut inside an open fence`);
+          if (/[\uD800-\uDBFF]$/.test(kept)) wrong.push(`${file.rel} cut splits a surrogate pair`);
+          if (/&(l|lt|#|#5|#58)$/.test(kept)) wrong.push(`${file.rel} cut inside an escape`);
+          const leftOut = fileTokens - unitTokens(section.units.slice(0, unitEnds.get(kept.length)));
+          if (Number(note[1]) !== leftOut) wrong.push(`${file.rel} note says ${note[1]} left out, its units ${leftOut}`);
+          const line = kept.split("\n").length;
+          if (Number(note[2]) !== line) wrong.push(`${file.rel} note says line ${note[2]}, the cut is on line ${line}`);
+          return wrong;
+        });
+      if (readings.length === 0) return void found.push(`${file.rel} cut text ends no unit of the file past its lead`);
+      if (readings.every((wrong) => wrong.length > 0)) found.push(...readings[0]!);
     } else {
       if (at !== -1) found.push(`${file.rel} omitted but shown`);
       const named = new RegExp(`"${file.rel.replace(/[./]/g, "\\$&")}" \\((\\d+) tokens\\)`).exec(text);
